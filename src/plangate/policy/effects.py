@@ -1,0 +1,47 @@
+"""Effect declarations: what a tool does to the world, declared by its author.
+
+The plan gate classifies tools by their declared effect, never by their name, so a
+renamed or unknown tool cannot slip through a name list: a tool without a
+declaration is treated as side-effecting.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, TypeVar
+
+__all__ = ["Effect", "declare_effect", "effect_of", "read_only"]
+
+_ATTR = "__plangate_effect__"
+
+T = TypeVar("T")
+
+
+class Effect(StrEnum):
+    READ = "read"
+    """Observes only: reads files, queries read-only data, searches."""
+    WRITE = "write"
+    """Changes files, records or any other state outside the conversation."""
+    SHELL = "shell"
+    """Runs a shell command; read-only only when a parser proves the command is."""
+    SPAWN = "spawn"
+    """Starts a sub-agent; as safe as the tools that sub-agent gets."""
+
+
+def declare_effect(target: T, effect: Effect | str) -> T:
+    """Attach an effect declaration to a function or a tool object and return it."""
+    setattr(target, _ATTR, Effect(effect))
+    return target
+
+
+def read_only(func: T) -> T:
+    """Decorator: declare a tool function as read-only."""
+    return declare_effect(func, Effect.READ)
+
+
+def effect_of(tool: Any) -> Effect | None:
+    """The declared effect of a tool object (or of the function it wraps), if any."""
+    declared = getattr(tool, _ATTR, None)
+    if declared is None:
+        declared = getattr(getattr(tool, "func", None), _ATTR, None)
+    return Effect(declared) if declared is not None else None
