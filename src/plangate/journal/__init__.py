@@ -1,0 +1,3 @@
+from plangate.journal.events import JournalEvent
+
+__all__ = ["JournalEvent"]

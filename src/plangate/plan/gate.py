@@ -1,0 +1,185 @@
+"""The plan gate: one pure decision per tool call, default-deny while a plan is being made."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from plangate.plan.record import PlanRecord, PlanStatus
+from plangate.policy.effects import Effect
+
+__all__ = [
+    "DEFAULT_READONLY_SUBAGENT_TYPES",
+    "DEFAULT_READONLY_TOOL_NAMES",
+    "DEFAULT_WRITE_TOOL_NAMES",
+    "PLAN_TOOL_NAMES",
+    "GateDecision",
+    "GatePolicy",
+    "ToolCall",
+    "decide",
+]
+
+PLAN_TOOL_NAMES = frozenset(
+    {"enter_plan_mode", "update_plan_content", "exit_plan_mode", "ask_user_question"}
+)
+DEFAULT_WRITE_TOOL_NAMES = frozenset(
+    {
+        "Write",
+        "Edit",
+        "Bash",
+        "todo_write",
+        "task_create",
+        "task_update",
+        "create_goal",
+        "update_goal",
+    }
+)
+DEFAULT_READONLY_TOOL_NAMES = frozenset({"Read", "Grep", "Glob", "webfetch", "websearch"})
+DEFAULT_READONLY_SUBAGENT_TYPES = frozenset({"Explore", "Plan"})
+
+
+class GatePolicy(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    mode: Literal["default_deny", "denylist"] = "default_deny"
+    """``default_deny`` runs only tools known to be read-only; ``denylist`` reproduces the
+    plain name list of the original design (block ``write_tool_names``, allow the rest)."""
+    write_tool_names: frozenset[str] = DEFAULT_WRITE_TOOL_NAMES
+    readonly_tool_names: frozenset[str] = DEFAULT_READONLY_TOOL_NAMES
+    readonly_subagent_types: frozenset[str] = DEFAULT_READONLY_SUBAGENT_TYPES
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    args: Mapping[str, Any]
+    effect: Effect | None = None
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    allowed: bool
+    reason: str
+    message: str = ""
+
+    def to_result(self) -> dict[str, Any]:
+        return {"error": self.message}
+
+
+_ALLOW_NO_PLAN = GateDecision(True, "no active plan")
+
+
+def decide(
+    call: ToolCall,
+    record: PlanRecord | None,
+    policy: GatePolicy,
+    *,
+    unreadable: str | None = None,
+    selection_active: bool = False,
+) -> GateDecision:
+    """Decide whether ``call`` may run given the plan record.
+
+    ``unreadable`` carries the reason when the stored plan could not be read: the gate
+    then fails closed. ``selection_active`` says the user selected Plan Mode, which
+    changes how an ``enter_plan_mode`` call is answered.
+    """
+    if unreadable is not None:
+        if call.name in PLAN_TOOL_NAMES:
+            return GateDecision(True, "plan tool")
+        return _deny(
+            call,
+            "unreadable",
+            f"the stored plan state could not be read ({unreadable}), so nothing with "
+            "side effects runs",
+            "ask the user to leave Plan Mode (/plan off) or restore the plan",
+        )
+    if record is None or not record.is_gate_active():
+        return _ALLOW_NO_PLAN
+    status = record.status.value
+    if call.name == "enter_plan_mode":
+        if selection_active:
+            why = "the user selected Plan Mode in the UI, so entry is automatic"
+            hint = (
+                "start exploring with read-only tools or an Explore sub-agent, or ask_user_question"
+            )
+        else:
+            why = "Plan Mode is already active"
+            hint = _hint(record.status)
+        return _deny(call, status, why, hint)
+    if call.name in PLAN_TOOL_NAMES:
+        return GateDecision(True, "plan tool")
+    if call.name == "spawn_subagent":
+        kind = call.args.get("subagent_type")
+        if isinstance(kind, str) and kind in policy.readonly_subagent_types:
+            return GateDecision(True, f"read-only sub-agent {kind}")
+        allowed = ", ".join(sorted(policy.readonly_subagent_types)) or "none"
+        return _deny(
+            call,
+            status,
+            f"sub-agent type {kind!r} may write; only read-only archetypes run while planning",
+            f"spawn one of: {allowed}",
+        )
+    if call.name == "dynamic_subagent":
+        tools = call.args.get("tools")
+        if (
+            isinstance(tools, list)
+            and tools
+            and all(isinstance(t, str) and t in policy.readonly_tool_names for t in tools)
+        ):
+            return GateDecision(True, "read-only dynamic sub-agent")
+        allowed = ", ".join(sorted(policy.readonly_tool_names))
+        return _deny(
+            call,
+            status,
+            "a dynamic sub-agent needs an explicit, non-empty list of read-only tools",
+            f"pass tools chosen from: {allowed}",
+        )
+    if policy.mode == "denylist":
+        if call.name in policy.write_tool_names:
+            return _deny(call, status, "it is a write tool", _hint(record.status))
+        return GateDecision(True, "not on the write list")
+    if call.effect is Effect.READ:
+        return GateDecision(True, "declared read-only")
+    if call.name in policy.readonly_tool_names:
+        return GateDecision(True, "listed read-only")
+    if call.effect is Effect.SHELL:
+        from plangate.policy.shell import check_read_only_command
+
+        command = call.args.get("command")
+        if not isinstance(command, str):
+            return _deny(call, status, "the shell command is missing", _hint(record.status))
+        verdict = check_read_only_command(command)
+        if verdict.allowed:
+            return GateDecision(True, "shell command proven read-only")
+        return _deny(
+            call,
+            status,
+            f"the shell command is not provably read-only: {verdict.reason}",
+            "use a read-only command (ls, cat, grep, git status/log/diff, ...) or "
+            + _hint(record.status),
+        )
+    why = "it has side effects" if call.effect is not None else "it is not declared read-only"
+    return _deny(call, status, why, _hint(record.status))
+
+
+def _hint(status: PlanStatus) -> str:
+    if status is PlanStatus.PENDING_APPROVAL:
+        return "end your turn; the plan is waiting for the user's approval"
+    if status is PlanStatus.PENDING_ENTER:
+        return "wait for the user to confirm Plan Mode"
+    return (
+        "explore with read-only tools, write the plan with update_plan_content and submit "
+        "it with exit_plan_mode"
+    )
+
+
+def _deny(call: ToolCall, status: str, why: str, hint: str) -> GateDecision:
+    message = (
+        f"PLAN_MODE_GATE: tool '{call.name}' is blocked while the plan is '{status}' "
+        f"({why}). Only read-only tools run until the user approves the plan. "
+        f"Instead: {hint}."
+    )
+    return GateDecision(False, why, message)

@@ -1,0 +1,143 @@
+"""The plan record: a durable, versioned design document with its approval history."""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "GATE_ACTIVE_STATUSES",
+    "ApprovalEvent",
+    "PendingRequest",
+    "PlanQuestion",
+    "PlanRecord",
+    "PlanStatus",
+    "Revision",
+    "content_sha256",
+]
+
+
+class PlanStatus(StrEnum):
+    PENDING_ENTER = "pending_enter"
+    EXPLORING = "exploring"
+    DRAFTING = "drafting"
+    PENDING_APPROVAL = "pending_approval"
+    APPROVED = "approved"
+    CANCELLED = "cancelled"
+
+
+# `pending_enter` blocks writes too: a plan the user has not yet confirmed must not
+# leave a window in which the agent can write.
+GATE_ACTIVE_STATUSES = frozenset(
+    {
+        PlanStatus.PENDING_ENTER,
+        PlanStatus.EXPLORING,
+        PlanStatus.DRAFTING,
+        PlanStatus.PENDING_APPROVAL,
+    }
+)
+
+
+def content_sha256(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class Revision(_Model):
+    number: int
+    content: str
+    sha256: str
+    author: Literal["model", "reviewer"]
+    created_at: float
+
+
+class PlanQuestion(_Model):
+    id: int
+    question: str
+    options: list[str] | None = None
+    answer: str | None = None
+    call_id: str | None = None
+    asked_at: float
+    answered_at: float | None = None
+
+
+class PendingRequest(_Model):
+    """A human-in-the-loop request the run is paused on, keyed by its function-call id."""
+
+    kind: Literal["enter", "exit", "question"]
+    call_id: str
+    approval_id: str
+    tool_name: str
+    payload: dict[str, Any]
+    revision: int | None = None
+    sha256: str | None = None
+    question_id: int | None = None
+    created_at: float
+
+
+class ApprovalEvent(_Model):
+    """One applied human decision: who decided what about which revision, and when."""
+
+    approval_id: str
+    kind: Literal["enter", "exit", "question", "exit_mode"]
+    decision: Literal["approved", "rejected", "answered", "cancelled"]
+    actor: str
+    decided_at: float
+    call_id: str | None = None
+    revision: int | None = None
+    sha256: str | None = None
+    note: str | None = None
+    plan_id: str = ""
+    agent_name: str = ""
+    plan: PlanRecord | None = None
+
+
+class PlanRecord(_Model):
+    id: str
+    status: PlanStatus
+    objective: str
+    branch: str = ""
+    entry: Literal["model", "selection"] = "model"
+    content: str = ""
+    revisions: list[Revision] = Field(default_factory=list)
+    asked_questions: list[PlanQuestion] = Field(default_factory=list)
+    pending: list[PendingRequest] = Field(default_factory=list)
+    approvals: list[ApprovalEvent] = Field(default_factory=list)
+    reviewer_note: str | None = None
+    suggested_content: str | None = None
+    started_at: float
+    updated_at: float
+
+    def is_gate_active(self) -> bool:
+        return self.status in GATE_ACTIVE_STATUSES
+
+    @property
+    def content_revisions(self) -> int:
+        return len(self.revisions)
+
+    @property
+    def sha256(self) -> str:
+        return content_sha256(self.content)
+
+    def pending_for(self, call_id: str) -> PendingRequest | None:
+        return next((p for p in self.pending if p.call_id == call_id), None)
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON form shown to models and UIs (camelCase, with derived fields)."""
+        data = self.model_dump(
+            mode="json", by_alias=True, exclude={"approvals": {"__all__": {"plan"}}}
+        )
+        data["contentRevisions"] = self.content_revisions
+        data["sha256"] = self.sha256
+        data["gateActive"] = self.is_gate_active()
+        return data
+
+
+ApprovalEvent.model_rebuild()

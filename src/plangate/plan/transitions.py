@@ -1,0 +1,758 @@
+"""Pure plan transitions: a record (or none) and an input in, a new record and events out.
+
+Nothing here reads a clock, a database or ADK: callers pass ``now`` and ids, persist the
+returned record with compare-and-set, and journal the returned events in the same
+transaction.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from plangate.journal.events import JournalEvent
+from plangate.plan.record import (
+    ApprovalEvent,
+    PendingRequest,
+    PlanQuestion,
+    PlanRecord,
+    PlanStatus,
+    Revision,
+    content_sha256,
+)
+
+__all__ = [
+    "PlanError",
+    "ReplyIgnored",
+    "Transition",
+    "answer_question",
+    "apply_reply",
+    "ask_question",
+    "cancel",
+    "force_enter",
+    "plan_steps",
+    "request_enter",
+    "request_exit",
+    "update_content",
+]
+
+PREVIEW_CHARS = 2000
+
+
+class PlanError(Exception):
+    """A request the state machine refuses; returned to the model as a tool error."""
+
+    def __init__(self, code: Literal["INVALID_ARGS", "INVALID_STATE"], message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    def to_result(self) -> dict[str, Any]:
+        return {"error": f"{self.code}: {self.message}"}
+
+
+class ReplyIgnored(Exception):
+    """A human reply that changes nothing (stale, duplicate, foreign or malformed)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def to_result(self) -> dict[str, Any]:
+        return {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {self.reason}"}
+
+
+@dataclass(frozen=True)
+class Transition:
+    record: PlanRecord
+    result: dict[str, Any]
+    """What the model sees as the tool result (or the canonical HITL result)."""
+    events: list[JournalEvent]
+    archived: PlanRecord | None = None
+    """A finished plan that a new planning cycle replaced; kept readable, never lost."""
+    decision: ApprovalEvent | None = None
+    """The human decision this transition applied, if any (drives ``on_approval``)."""
+    resolutions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Canonical results for function-call ids this transition resolved."""
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _event(
+    record: PlanRecord,
+    before: PlanStatus | None,
+    *,
+    actor: str,
+    now: float,
+    kind: str = "plan.transition",
+    **detail: Any,
+) -> JournalEvent:
+    return JournalEvent(
+        kind=kind,
+        subject=record.id,
+        from_state=before.value if before else None,
+        to_state=record.status.value,
+        actor=actor,
+        at=now,
+        revision=record.content_revisions,
+        sha256=record.sha256,
+        detail={k: v for k, v in detail.items() if v is not None},
+    )
+
+
+def _require_text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise PlanError("INVALID_ARGS", f"'{name}' must be a non-empty string")
+    return value
+
+
+def _new_record(
+    *, status: PlanStatus, objective: str, branch: str, entry: str, now: float, plan_id: str | None
+) -> PlanRecord:
+    return PlanRecord(
+        id=plan_id or _new_id(),
+        status=status,
+        objective=objective.strip()[:500] or "Current task",
+        branch=branch,
+        entry=entry,
+        started_at=now,
+        updated_at=now,
+    )
+
+
+def request_enter(
+    current: PlanRecord | None,
+    *,
+    objective: str,
+    call_id: str,
+    now: float,
+    branch: str = "",
+    plan_id: str | None = None,
+    approval_id: str | None = None,
+) -> Transition:
+    """The model asks to enter Plan Mode; the run pauses for the user's confirmation."""
+    objective = _require_text(objective, "objective")
+    if current is not None and current.is_gate_active():
+        if current.status is PlanStatus.PENDING_ENTER:
+            raise PlanError("INVALID_STATE", "an entry request is already waiting for the user")
+        raise PlanError(
+            "INVALID_STATE",
+            f"already in Plan Mode (status={current.status.value}); keep planning and "
+            "submit the plan with exit_plan_mode",
+        )
+    record = _new_record(
+        status=PlanStatus.PENDING_ENTER,
+        objective=objective,
+        branch=branch,
+        entry="model",
+        now=now,
+        plan_id=plan_id,
+    )
+    approval_id = approval_id or _new_id()
+    payload = {
+        "status": "pending_enter",
+        "message": "Waiting for the user to confirm entering Plan Mode.",
+        "objective": record.objective,
+        "plan_id": record.id,
+        "approval_id": approval_id,
+        "timestamp": now,
+    }
+    record.pending = [
+        PendingRequest(
+            kind="enter",
+            call_id=call_id,
+            approval_id=approval_id,
+            tool_name="enter_plan_mode",
+            payload=payload,
+            created_at=now,
+        )
+    ]
+    before = current.status if current else None
+    return Transition(
+        record=record,
+        result=payload,
+        events=[_event(record, before, actor="model", now=now, replaces=current and current.id)],
+        archived=current,
+    )
+
+
+def force_enter(
+    current: PlanRecord | None,
+    *,
+    objective: str,
+    now: float,
+    actor: str = "user",
+    branch: str = "",
+    plan_id: str | None = None,
+) -> Transition | None:
+    """The user selected Plan Mode: start exploring without the entry confirmation.
+
+    A pending entry request is resolved by the selection (it was the same question).
+    Returns None when a plan is already being made.
+    """
+    if current is not None and current.is_gate_active():
+        if current.status is not PlanStatus.PENDING_ENTER:
+            return None
+        record = current.model_copy(deep=True)
+        record.status = PlanStatus.EXPLORING
+        record.entry = "selection"
+        record.updated_at = now
+        resolutions: dict[str, dict[str, Any]] = {}
+        for pending in record.pending:
+            record.approvals.append(
+                ApprovalEvent(
+                    approval_id=pending.approval_id,
+                    kind="enter",
+                    decision="approved",
+                    actor=actor,
+                    decided_at=now,
+                    call_id=pending.call_id,
+                    note="entered by selecting Plan Mode",
+                    plan_id=record.id,
+                )
+            )
+            resolutions[pending.call_id] = {
+                "status": "approved",
+                "message": "The user selected Plan Mode. Explore with read-only tools, "
+                "then draft the plan with update_plan_content.",
+                "plan": None,
+            }
+        record.pending = []
+        for value in resolutions.values():
+            value["plan"] = record.dump()
+        return Transition(
+            record=record,
+            result={"status": "exploring", "plan": record.dump()},
+            events=[_event(record, current.status, actor=actor, now=now, via="selection")],
+            resolutions=resolutions,
+        )
+    record = _new_record(
+        status=PlanStatus.EXPLORING,
+        objective=objective,
+        branch=branch,
+        entry="selection",
+        now=now,
+        plan_id=plan_id,
+    )
+    before = current.status if current else None
+    return Transition(
+        record=record,
+        result={"status": "exploring", "plan": record.dump()},
+        events=[
+            _event(
+                record,
+                before,
+                actor=actor,
+                now=now,
+                via="selection",
+                replaces=current and current.id,
+            )
+        ],
+        archived=current,
+    )
+
+
+def update_content(
+    record: PlanRecord | None, *, content: Any, mode: Any = "append", now: float
+) -> Transition:
+    """Append to or replace the plan body; the revision moves only on a real change."""
+    if mode not in ("append", "replace"):
+        raise PlanError("INVALID_ARGS", f"mode must be 'append' or 'replace', got {mode!r}")
+    content = _require_text(content, "content")
+    _require_status(record, {PlanStatus.EXPLORING, PlanStatus.DRAFTING}, "update the plan")
+    assert record is not None
+    if mode == "replace" or not record.content:
+        new_content = content
+    else:
+        separator = "" if record.content.endswith("\n") else "\n"
+        new_content = record.content + separator + content
+    updated = record.model_copy(deep=True)
+    updated.status = PlanStatus.DRAFTING
+    updated.updated_at = now
+    changed = new_content != record.content
+    if changed:
+        updated.content = new_content
+        updated.revisions.append(
+            Revision(
+                number=len(updated.revisions) + 1,
+                content=new_content,
+                sha256=content_sha256(new_content),
+                author="model",
+                created_at=now,
+            )
+        )
+    kind = "plan.transition" if record.status != updated.status else "plan.revised"
+    events = [_event(updated, record.status, actor="model", now=now, kind=kind, mode=mode)]
+    if not changed and kind == "plan.revised":
+        events = []
+    message = f"Plan content updated ({mode})." if changed else "Plan content unchanged."
+    return Transition(
+        record=updated, result={"message": message, "plan": updated.dump()}, events=events
+    )
+
+
+def request_exit(
+    record: PlanRecord | None,
+    *,
+    summary: str | None,
+    call_id: str,
+    now: float,
+    approval_id: str | None = None,
+) -> Transition:
+    """Submit the plan for approval; the run pauses until the reviewer decides."""
+    _require_status(record, {PlanStatus.EXPLORING, PlanStatus.DRAFTING}, "submit the plan")
+    assert record is not None
+    if not record.content.strip():
+        raise PlanError(
+            "INVALID_STATE", "the plan is empty; write it with update_plan_content first"
+        )
+    if summary is not None and not isinstance(summary, str):
+        raise PlanError("INVALID_ARGS", "'summary' must be a string")
+    updated = record.model_copy(deep=True)
+    updated.status = PlanStatus.PENDING_APPROVAL
+    updated.updated_at = now
+    approval_id = approval_id or _new_id()
+    payload = {
+        "status": "pending_approval",
+        "message": (summary or "").strip() or "Plan submitted for approval.",
+        "plan_id": updated.id,
+        "objective": updated.objective,
+        "content": updated.content,
+        "preview": updated.content[:PREVIEW_CHARS],
+        "approval_id": approval_id,
+        "revision": updated.content_revisions,
+        "sha256": updated.sha256,
+        "timestamp": now,
+    }
+    updated.pending = [
+        PendingRequest(
+            kind="exit",
+            call_id=call_id,
+            approval_id=approval_id,
+            tool_name="exit_plan_mode",
+            payload=payload,
+            revision=updated.content_revisions,
+            sha256=updated.sha256,
+            created_at=now,
+        )
+    ]
+    return Transition(
+        record=updated,
+        result=payload,
+        events=[_event(updated, record.status, actor="model", now=now, approval_id=approval_id)],
+    )
+
+
+def ask_question(
+    record: PlanRecord | None,
+    *,
+    question: Any,
+    options: Any = None,
+    call_id: str,
+    now: float,
+    approval_id: str | None = None,
+) -> Transition:
+    """Ask the user a clarifying question while planning; the run pauses for the answer."""
+    question = _require_text(question, "question")
+    if options is not None and (
+        not isinstance(options, list) or not all(isinstance(o, str) and o.strip() for o in options)
+    ):
+        raise PlanError("INVALID_ARGS", "'options' must be a list of non-empty strings")
+    _require_status(
+        record,
+        {PlanStatus.EXPLORING, PlanStatus.DRAFTING, PlanStatus.PENDING_APPROVAL},
+        "ask the user a question",
+    )
+    assert record is not None
+    updated = record.model_copy(deep=True)
+    updated.updated_at = now
+    question_id = len(updated.asked_questions) + 1
+    approval_id = approval_id or _new_id()
+    updated.asked_questions.append(
+        PlanQuestion(
+            id=question_id, question=question, options=options, call_id=call_id, asked_at=now
+        )
+    )
+    payload = {
+        "status": "pending_question",
+        "message": question,
+        "question_id": question_id,
+        "options": options,
+        "approval_id": approval_id,
+        "timestamp": now,
+    }
+    updated.pending.append(
+        PendingRequest(
+            kind="question",
+            call_id=call_id,
+            approval_id=approval_id,
+            tool_name="ask_user_question",
+            payload=payload,
+            question_id=question_id,
+            created_at=now,
+        )
+    )
+    event = _event(
+        updated, record.status, actor="model", now=now, kind="plan.question", id=question_id
+    )
+    return Transition(record=updated, result=payload, events=[event])
+
+
+def cancel(
+    record: PlanRecord | None, *, now: float, actor: str = "user", reason: str = "user exit"
+) -> Transition | None:
+    """The user leaves Plan Mode: the plan is cancelled and the gate lifts.
+
+    Pending requests are withdrawn. Returns None when nothing was active.
+    """
+    if record is None or not record.is_gate_active():
+        return None
+    updated = record.model_copy(deep=True)
+    updated.status = PlanStatus.CANCELLED
+    updated.updated_at = now
+    withdrawn = {
+        "status": "cancelled",
+        "message": "The user left Plan Mode; this request was withdrawn. Do not act on the "
+        "plan unless the user asks again.",
+    }
+    resolutions = {p.call_id: dict(withdrawn) for p in updated.pending}
+    for pending in updated.pending:
+        updated.approvals.append(
+            ApprovalEvent(
+                approval_id=pending.approval_id,
+                kind="exit_mode",
+                decision="cancelled",
+                actor=actor,
+                decided_at=now,
+                call_id=pending.call_id,
+                note=reason,
+                plan_id=updated.id,
+            )
+        )
+    updated.pending = []
+    return Transition(
+        record=updated,
+        result={"status": "cancelled", "message": "Plan Mode left; the plan was cancelled."},
+        events=[_event(updated, record.status, actor=actor, now=now, reason=reason)],
+        resolutions=resolutions,
+    )
+
+
+def apply_reply(
+    record: PlanRecord | None,
+    *,
+    call_id: str,
+    tool_name: str | None,
+    response: Any,
+    now: float,
+    actor: str = "user",
+) -> Transition:
+    """Apply a human reply to the pending request it answers, exactly once.
+
+    Raises ReplyIgnored for a reply that answers nothing pending (stale, duplicate or
+    foreign), echoes our own payload, or is malformed; nothing changes then.
+    """
+    pending = record.pending_for(call_id) if record is not None else None
+    if record is None or pending is None:
+        raise ReplyIgnored(
+            f"no pending request has call id {call_id!r}; the reply is stale, a duplicate, "
+            "or answers another request"
+        )
+    if tool_name and tool_name != pending.tool_name:
+        raise ReplyIgnored(f"call id {call_id!r} belongs to {pending.tool_name}, not {tool_name}")
+    if not isinstance(response, dict):
+        raise ReplyIgnored("the reply must be a JSON object")
+    status = response.get("status")
+    if isinstance(status, str) and status.startswith("pending_"):
+        raise ReplyIgnored("the reply echoes the pending request instead of deciding it")
+    if pending.kind == "question":
+        return _answer(record, pending, response, now=now, actor=actor)
+    if status not in ("approved", "rejected"):
+        raise ReplyIgnored(f"status must be 'approved' or 'rejected', got {status!r}")
+    _check_binding(pending, response)
+    if pending.kind == "enter":
+        return _resolve_enter(record, pending, response, now=now, actor=actor)
+    return _resolve_exit(record, pending, response, now=now, actor=actor)
+
+
+def answer_question(
+    record: PlanRecord | None, *, call_id: str, response: Any, now: float, actor: str = "user"
+) -> Transition:
+    return apply_reply(
+        record,
+        call_id=call_id,
+        tool_name="ask_user_question",
+        response=response,
+        now=now,
+        actor=actor,
+    )
+
+
+def plan_steps(content: str, limit: int = 20) -> list[str]:
+    """Implementation steps named by a plan: numbered or bulleted items, else ## headings."""
+    items = [m.group(1).strip() for m in _STEP_LINE.finditer(content)]
+    if not items:
+        items = [m.group(1).strip() for m in _HEADING_LINE.finditer(content)]
+        items = [i for i in items if i.lower() not in _NON_STEP_HEADINGS]
+    return [i for i in items if i][:limit]
+
+
+_STEP_LINE = re.compile(r"^\s{0,3}(?:\d+[.)]|[-*+])\s+(?:\[[ xX]\]\s+)?(.+)$", re.MULTILINE)
+_HEADING_LINE = re.compile(r"^##+\s+(.+)$", re.MULTILINE)
+_NON_STEP_HEADINGS = {"context", "verification", "summary", "risks", "files"}
+
+
+# -- internals ---------------------------------------------------------------------------
+
+
+def _require_status(record: PlanRecord | None, allowed: set[PlanStatus], action: str) -> None:
+    if record is not None and record.status in allowed:
+        return
+    if record is None or not record.is_gate_active():
+        raise PlanError("INVALID_STATE", f"cannot {action}: no active plan; call enter_plan_mode")
+    if record.status is PlanStatus.PENDING_APPROVAL:
+        raise PlanError(
+            "INVALID_STATE",
+            f"cannot {action}: the plan is locked while it waits for approval; "
+            "end your turn and wait for the reviewer",
+        )
+    if record.status is PlanStatus.PENDING_ENTER:
+        raise PlanError(
+            "INVALID_STATE", f"cannot {action}: the user has not confirmed Plan Mode yet"
+        )
+    raise PlanError("INVALID_STATE", f"cannot {action} in status {record.status.value}")
+
+
+def _check_binding(pending: PendingRequest, response: dict[str, Any]) -> None:
+    """An approval applies only to what the reviewer saw: same request, revision, hash."""
+    given_id = response.get("approval_id")
+    if given_id is not None and given_id != pending.approval_id:
+        raise ReplyIgnored(
+            f"approval_id {given_id!r} does not match the pending request {pending.approval_id!r}"
+        )
+    given_rev = response.get("revision")
+    if given_rev is not None and pending.revision is not None and given_rev != pending.revision:
+        raise ReplyIgnored(
+            f"the reply reviewed revision {given_rev}, but revision {pending.revision} is pending"
+        )
+    given_hash = response.get("sha256")
+    if given_hash is not None and pending.sha256 is not None and given_hash != pending.sha256:
+        raise ReplyIgnored("the reply reviewed different plan content (sha256 mismatch)")
+
+
+def _note(pending: PendingRequest, response: dict[str, Any]) -> str | None:
+    note = response.get("reviewer_note")
+    if note is None:
+        note = response.get("message")
+        # A host that echoes the pending payload back must not turn the model's own
+        # summary into the reviewer's note.
+        if note == pending.payload.get("message"):
+            note = None
+    if note is not None and not isinstance(note, str):
+        raise ReplyIgnored("'reviewer_note' must be a string")
+    return note.strip() if note and note.strip() else None
+
+
+def _edited_content(pending: PendingRequest, response: dict[str, Any]) -> str | None:
+    content = response.get("content")
+    if content is None:
+        return None
+    if not isinstance(content, str):
+        raise ReplyIgnored("'content' must be a string")
+    return content if content.strip() else None
+
+
+def _decision(
+    record: PlanRecord,
+    pending: PendingRequest,
+    decision: str,
+    *,
+    actor: str,
+    now: float,
+    note: str | None,
+) -> ApprovalEvent:
+    return ApprovalEvent(
+        approval_id=pending.approval_id,
+        kind=pending.kind,
+        decision=decision,
+        actor=actor,
+        decided_at=now,
+        call_id=pending.call_id,
+        revision=record.content_revisions,
+        sha256=record.sha256,
+        note=note,
+        plan_id=record.id,
+    )
+
+
+def _resolve_enter(
+    record: PlanRecord,
+    pending: PendingRequest,
+    response: dict[str, Any],
+    *,
+    now: float,
+    actor: str,
+) -> Transition:
+    note = _note(pending, response)
+    updated = record.model_copy(deep=True)
+    updated.pending = [p for p in updated.pending if p.call_id != pending.call_id]
+    updated.updated_at = now
+    if response["status"] == "approved":
+        updated.status = PlanStatus.EXPLORING
+        message = (
+            "User confirmed Plan Mode. Explore with read-only tools, then draft the plan "
+            "with update_plan_content and submit it with exit_plan_mode."
+        )
+    else:
+        updated.status = PlanStatus.CANCELLED
+        message = (
+            note or "The user declined Plan Mode. Continue without a plan, or ask how to proceed."
+        )
+    decision = _decision(updated, pending, response["status"], actor=actor, now=now, note=note)
+    updated.approvals.append(decision)
+    updated.reviewer_note = note
+    result = {"status": response["status"], "message": message, "plan": updated.dump()}
+    return Transition(
+        record=updated,
+        result=result,
+        events=[
+            _event(
+                updated,
+                record.status,
+                actor=actor,
+                now=now,
+                approval_id=pending.approval_id,
+                note=note,
+            )
+        ],
+        decision=decision,
+        resolutions={pending.call_id: result},
+    )
+
+
+def _resolve_exit(
+    record: PlanRecord,
+    pending: PendingRequest,
+    response: dict[str, Any],
+    *,
+    now: float,
+    actor: str,
+) -> Transition:
+    note = _note(pending, response)
+    edited = _edited_content(pending, response)
+    updated = record.model_copy(deep=True)
+    updated.pending = [p for p in updated.pending if p.call_id != pending.call_id]
+    updated.updated_at = now
+    if response["status"] == "approved":
+        if edited is not None and edited != updated.content:
+            updated.content = edited
+            updated.revisions.append(
+                Revision(
+                    number=len(updated.revisions) + 1,
+                    content=edited,
+                    sha256=content_sha256(edited),
+                    author="reviewer",
+                    created_at=now,
+                )
+            )
+        updated.status = PlanStatus.APPROVED
+        updated.reviewer_note = note
+        updated.suggested_content = None
+        edited_note = " with the reviewer's edits" if updated.content != record.content else ""
+        message = (
+            f"The user approved the plan (revision {updated.content_revisions}){edited_note}. "
+            "Write tools are unlocked: implement the approved plan now."
+        )
+        if note:
+            message += f" Reviewer note: {note}"
+        steps = plan_steps(updated.content)
+        result: dict[str, Any] = {"status": "approved", "message": message}
+        if steps:
+            result["message"] += " Track the steps with todo_write."
+            result["suggested_todos"] = [{"content": s, "status": "pending"} for s in steps]
+    else:
+        updated.status = PlanStatus.DRAFTING
+        updated.reviewer_note = note
+        updated.suggested_content = edited if edited != updated.content else None
+        message = "The user rejected the plan and asked for changes."
+        if note:
+            message += f" Reviewer note: {note}"
+        if updated.suggested_content:
+            message += " The reviewer sent an edited draft (suggested_content); consider it."
+        message += " Revise with update_plan_content, then submit again with exit_plan_mode."
+        result = {"status": "rejected", "message": message, "reviewer_note": note}
+        if updated.suggested_content:
+            result["suggested_content"] = updated.suggested_content
+    decision = _decision(updated, pending, response["status"], actor=actor, now=now, note=note)
+    updated.approvals.append(decision)
+    result["plan"] = updated.dump()
+    return Transition(
+        record=updated,
+        result=result,
+        events=[
+            _event(
+                updated,
+                record.status,
+                actor=actor,
+                now=now,
+                approval_id=pending.approval_id,
+                note=note,
+                edited=updated.content != record.content or None,
+            )
+        ],
+        decision=decision,
+        resolutions={pending.call_id: result},
+    )
+
+
+def _answer(
+    record: PlanRecord,
+    pending: PendingRequest,
+    response: dict[str, Any],
+    *,
+    now: float,
+    actor: str,
+) -> Transition:
+    status = response.get("status", "answered")
+    if status != "answered":
+        raise ReplyIgnored(f"status must be 'answered' for a question, got {status!r}")
+    question_id = response.get("question_id", pending.question_id)
+    if isinstance(question_id, str) and question_id.strip().isdigit():
+        question_id = int(question_id)
+    if question_id != pending.question_id:
+        raise ReplyIgnored(
+            f"question_id {response.get('question_id')!r} does not match the pending "
+            f"question {pending.question_id}"
+        )
+    answer = response.get("answer")
+    if not isinstance(answer, str) or not answer.strip():
+        raise ReplyIgnored("'answer' must be a non-empty string")
+    updated = record.model_copy(deep=True)
+    updated.pending = [p for p in updated.pending if p.call_id != pending.call_id]
+    updated.updated_at = now
+    for question in updated.asked_questions:
+        if question.id == pending.question_id:
+            question.answer = answer.strip()
+            question.answered_at = now
+    decision = _decision(updated, pending, "answered", actor=actor, now=now, note=answer.strip())
+    updated.approvals.append(decision)
+    result = {
+        "status": "answered",
+        "question_id": pending.question_id,
+        "answer": answer.strip(),
+        "message": f"The user answered: {answer.strip()}",
+    }
+    event = _event(
+        updated, record.status, actor=actor, now=now, kind="plan.answered", id=pending.question_id
+    )
+    return Transition(
+        record=updated,
+        result=result,
+        events=[event],
+        decision=decision,
+        resolutions={pending.call_id: result},
+    )
