@@ -1,0 +1,217 @@
+"""The durable store: versioned documents with compare-and-set, and the journal.
+
+Every write happens in a transaction; a document write names the version it read, and a
+concurrent writer that got there first makes it fail with ``Conflict`` -- nothing is
+half-applied because the whole transaction rolls back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import event, insert, select, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from plangate.journal.events import JournalEvent
+from plangate.store.schema import MIGRATIONS, documents, journal, schema_migrations
+from plangate.store.urls import resolve_database_url
+
+__all__ = ["Conflict", "Document", "JournalEntry", "Store", "Transaction"]
+
+
+class Conflict(Exception):
+    """A compare-and-set lost: the document changed since it was read."""
+
+    def __init__(self, kind: str, key: str, expected: int, actual: int | None) -> None:
+        super().__init__(
+            f"{kind} {key!r} changed concurrently (expected version {expected}, found {actual})"
+        )
+        self.kind, self.key, self.expected, self.actual = kind, key, expected, actual
+
+
+@dataclass(frozen=True)
+class Document:
+    data: Any
+    version: int
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    seq: int
+    scope: str
+    event: JournalEvent
+
+
+class Transaction:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def get(self, kind: str, key: str) -> Document | None:
+        row = (
+            await self._conn.execute(
+                select(documents.c.data, documents.c.version).where(
+                    documents.c.kind == kind, documents.c.key == key
+                )
+            )
+        ).first()
+        return Document(row.data, row.version) if row else None
+
+    async def put(self, kind: str, key: str, data: Any, *, expected_version: int) -> int:
+        """Write ``data`` if the stored version is ``expected_version`` (0: absent)."""
+        now = time.time()
+        if expected_version == 0:
+            try:
+                async with self._conn.begin_nested():
+                    await self._conn.execute(
+                        insert(documents).values(
+                            kind=kind, key=key, version=1, data=data, updated_at=now
+                        )
+                    )
+            except IntegrityError:
+                current = await self.get(kind, key)
+                raise Conflict(kind, key, 0, current.version if current else None) from None
+            return 1
+        result = await self._conn.execute(
+            update(documents)
+            .where(
+                documents.c.kind == kind,
+                documents.c.key == key,
+                documents.c.version == expected_version,
+            )
+            .values(version=expected_version + 1, data=data, updated_at=now)
+        )
+        if result.rowcount != 1:
+            current = await self.get(kind, key)
+            raise Conflict(kind, key, expected_version, current.version if current else None)
+        return expected_version + 1
+
+    async def append(self, scope: str, entry: JournalEvent) -> int:
+        result = await self._conn.execute(
+            insert(journal).values(
+                scope=scope,
+                kind=entry.kind,
+                subject=entry.subject,
+                from_state=entry.from_state,
+                to_state=entry.to_state,
+                actor=entry.actor,
+                at=entry.at,
+                revision=entry.revision,
+                sha256=entry.sha256,
+                detail=entry.detail,
+            )
+        )
+        return int(result.inserted_primary_key[0])
+
+    @property
+    def connection(self) -> AsyncConnection:
+        """For repositories with tables of their own (they join the same transaction)."""
+        return self._conn
+
+
+class Store:
+    """Opened once per event loop; cheap to share between agents and surfaces."""
+
+    def __init__(self, engine: AsyncEngine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+
+    @classmethod
+    async def open(cls, url: str | None = None) -> Store:
+        url = resolve_database_url(url)
+        is_sqlite = url.startswith("sqlite")
+        engine = create_async_engine(
+            url, **({"connect_args": {"timeout": 30}} if is_sqlite else {})
+        )
+        if is_sqlite:
+            _use_immediate_transactions(engine)
+        store = cls(engine, url)
+        await store._migrate()
+        return store
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite")
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        async with self.engine.begin() as conn:
+            yield Transaction(conn)
+
+    async def get(self, kind: str, key: str) -> Document | None:
+        async with self.engine.connect() as conn:
+            return await Transaction(conn).get(kind, key)
+
+    async def journal(self, scope: str | None = None, *, after: int = 0) -> list[JournalEntry]:
+        query = select(journal).where(journal.c.seq > after).order_by(journal.c.seq)
+        if scope is not None:
+            query = query.where(journal.c.scope == scope)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            JournalEntry(
+                seq=row.seq,
+                scope=row.scope,
+                event=JournalEvent(
+                    kind=row.kind,
+                    subject=row.subject,
+                    from_state=row.from_state,
+                    to_state=row.to_state,
+                    actor=row.actor,
+                    at=row.at,
+                    revision=row.revision,
+                    sha256=row.sha256,
+                    detail=row.detail or {},
+                ),
+            )
+            for row in rows
+        ]
+
+    async def _migrate(self) -> None:
+        for attempt in range(5):
+            try:
+                async with self.engine.begin() as conn:
+                    if not self.is_sqlite:
+                        # Serialise concurrent first starts of several server processes.
+                        await conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
+                    await conn.run_sync(lambda c: schema_migrations.create(c, checkfirst=True))
+                    done = set((await conn.execute(select(schema_migrations.c.version))).scalars())
+                    for version, name, apply in MIGRATIONS:
+                        if version in done:
+                            continue
+                        await conn.run_sync(apply)
+                        await conn.execute(
+                            insert(schema_migrations).values(
+                                version=version, name=name, applied_at=time.time()
+                            )
+                        )
+                return
+            except Exception:  # a concurrent creator won the race; look again
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+
+
+def _use_immediate_transactions(engine: AsyncEngine) -> None:
+    """SQLite: take the write lock at BEGIN, so read-then-write cannot deadlock or upgrade
+    late; wait for other writers instead of failing; WAL lets readers run meanwhile."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
