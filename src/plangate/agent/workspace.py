@@ -1,0 +1,897 @@
+"""Workspace tools for the reference coding agent: Read, Grep, Glob, Write, Edit, Bash.
+
+Every tool works inside one confined root folder (a :class:`Workspace`). A path that
+leaves the root — through ``..``, an absolute path elsewhere, or a symlink whose
+target lies outside — is refused with a ``PATH_OUTSIDE_WORKSPACE`` error.
+
+Tools never raise: a failure comes back as ``{"error": "<CODE>: message"}`` so the
+model can correct itself within the same run. Codes: ``PATH_OUTSIDE_WORKSPACE``,
+``NOT_FOUND``, ``NOT_A_FILE``, ``EDIT_NO_MATCH``, ``EDIT_AMBIGUOUS``,
+``INVALID_ARGS``, ``TIMEOUT``, ``BINARY_FILE``, plus ``IO_ERROR`` for an operating
+system error (permission denied, disk full, ...). Large outputs are truncated with
+an explicit note, never silently.
+
+Each tool carries an effect declaration (:mod:`plangate.policy.effects`): Read, Grep
+and Glob are ``READ``; Write and Edit are ``WRITE``; Bash is ``SHELL``. Bash does not
+judge commands itself: the plan gate decides whether a command may run while a plan
+is being drafted.
+
+A small sample project ships with the package (``sample_workspace/``): an
+``inventory`` library whose ``Stock.reserve`` has an off-by-one bug that lets a
+reservation take one unit more than is on hand, so exactly one of its five tests
+fails. :func:`copy_sample_workspace` copies it into a folder, and :data:`SAMPLE_FIX`
+is the Edit that fixes the bug::
+
+    Edit(path="inventory/stock.py",
+         old_string="        if quantity > on_hand + 1:\\n",
+         new_string="        if quantity > on_hand:\\n")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import re
+import shutil
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+from google.adk.tools import BaseTool, FunctionTool
+
+from plangate.policy.effects import Effect, declare_effect
+
+__all__ = [
+    "SAMPLE_FIX",
+    "TOOL_EFFECTS",
+    "Workspace",
+    "WorkspaceError",
+    "copy_sample_workspace",
+    "workspace_tools",
+]
+
+SAMPLE_FIX: dict[str, str] = {
+    "path": "inventory/stock.py",
+    "old_string": "        if quantity > on_hand + 1:\n",
+    "new_string": "        if quantity > on_hand:\n",
+}
+"""The Edit arguments that fix the bug in the shipped sample workspace."""
+
+TOOL_EFFECTS: dict[str, Effect] = {
+    "Read": Effect.READ,
+    "Grep": Effect.READ,
+    "Glob": Effect.READ,
+    "Write": Effect.WRITE,
+    "Edit": Effect.WRITE,
+    "Bash": Effect.SHELL,
+}
+"""The effect declared on each workspace tool, by tool name."""
+
+# Error codes returned in {"error": "<CODE>: message"}.
+PATH_OUTSIDE_WORKSPACE = "PATH_OUTSIDE_WORKSPACE"
+NOT_FOUND = "NOT_FOUND"
+NOT_A_FILE = "NOT_A_FILE"
+EDIT_NO_MATCH = "EDIT_NO_MATCH"
+EDIT_AMBIGUOUS = "EDIT_AMBIGUOUS"
+INVALID_ARGS = "INVALID_ARGS"
+TIMEOUT = "TIMEOUT"
+BINARY_FILE = "BINARY_FILE"
+IO_ERROR = "IO_ERROR"
+
+# Folders Grep and Glob do not descend into while walking (an explicit ``path``
+# pointing into one of them is still searched).
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".venv",
+        "node_modules",
+    }
+)
+
+MAX_LINE_CHARS = 2000  # Read: longer lines are cut, with a marker
+GREP_MAX_MATCHES = 200
+GREP_LINE_CHARS = 300  # Grep: longer matching lines are cut, with a marker
+GREP_MAX_FILE_BYTES = 2_000_000  # Grep skips larger files, and says so
+GLOB_MAX_PATHS = 1000
+BINARY_SNIFF_BYTES = 8192
+
+_SAMPLE_PACKAGE = "plangate.agent"
+_SAMPLE_DIR = "sample_workspace"
+_SAMPLE_SKIP = frozenset({"__pycache__", ".pytest_cache"})
+
+
+class WorkspaceError(Exception):
+    """A path or argument a workspace tool refuses; ``code`` is the error code."""
+
+    def __init__(self, message: str, code: str = PATH_OUTSIDE_WORKSPACE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Workspace:
+    """A confined root folder: every path a tool touches must resolve inside it."""
+
+    def __init__(self, root: str | Path) -> None:
+        resolved = Path(root).expanduser().resolve()
+        if not resolved.is_dir():
+            raise WorkspaceError(f"workspace root is not a directory: {root}", NOT_FOUND)
+        self.root: Path = resolved
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    def resolve(self, path: str) -> Path:
+        """The absolute, symlink-free form of ``path`` (relative to the root).
+
+        Raises WorkspaceError when the path escapes the root: through ``..``, as an
+        absolute path elsewhere, or through a symlink (anywhere along the path,
+        dangling or not) whose target lies outside. A path that does not exist yet
+        is resolved through its existing parents, so a Write cannot escape either.
+        """
+        if not isinstance(path, str | os.PathLike):
+            raise WorkspaceError(f"path must be a string, got {type(path).__name__}", INVALID_ARGS)
+        text = os.fspath(path)
+        if "\x00" in text:
+            raise WorkspaceError("path contains a NUL character", INVALID_ARGS)
+        candidate = Path(text)
+        if text.startswith("~"):
+            # "~/x" means the home folder, which is outside the workspace: say so
+            # rather than silently creating a folder named "~".
+            with contextlib.suppress(RuntimeError):
+                candidate = candidate.expanduser()
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # e.g. a symlink loop
+            raise WorkspaceError(f"cannot resolve {text}: {exc}", INVALID_ARGS) from exc
+        if not resolved.is_relative_to(self.root):
+            raise WorkspaceError(
+                f"{text} resolves outside the workspace root {self.root}", PATH_OUTSIDE_WORKSPACE
+            )
+        return resolved
+
+    def relative(self, resolved: Path) -> str:
+        """The POSIX form of a resolved path relative to the root ('.' for the root)."""
+        rel = resolved.relative_to(self.root).as_posix()
+        return rel or "."
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": f"{code}: {message}", **extra}
+
+
+def _truncation_marker(dropped: int) -> str:
+    return f"... [truncated {dropped} chars]"
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + " " + _truncation_marker(len(text) - limit)
+
+
+def _require_str(value: Any, name: str, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise WorkspaceError(f"{name} must be a string", INVALID_ARGS)
+    if not allow_empty and value == "":
+        raise WorkspaceError(f"{name} must not be empty", INVALID_ARGS)
+    return value
+
+
+def _require_int(value: Any, name: str, *, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise WorkspaceError(f"{name} must be an integer", INVALID_ARGS)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if not isinstance(value, int):
+        raise WorkspaceError(f"{name} must be an integer", INVALID_ARGS)
+    if value < minimum:
+        raise WorkspaceError(f"{name} must be >= {minimum}, got {value}", INVALID_ARGS)
+    return value
+
+
+def _require_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"true", "false"}:
+        return value.strip().lower() == "true"
+    raise WorkspaceError(f"{name} must be true or false", INVALID_ARGS)
+
+
+def _looks_binary(head: bytes) -> bool:
+    return b"\x00" in head
+
+
+def _existing_file(workspace: Workspace, path: str) -> Path:
+    resolved = workspace.resolve(_require_str(path, "path"))
+    if not resolved.exists():
+        raise WorkspaceError(f"{path} does not exist", NOT_FOUND)
+    if not resolved.is_file():
+        raise WorkspaceError(f"{path} is a directory, not a file (use Glob to list it)", NOT_A_FILE)
+    return resolved
+
+
+def _walk_files(workspace: Workspace, top: Path) -> Iterator[Path]:
+    """Files under ``top`` (sorted, depth-first), skipping SKIP_DIRS and escapes.
+
+    Symlinked folders are not followed; a symlinked file is yielded only when its
+    target lies inside the workspace.
+    """
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            candidate = Path(dirpath, name)
+            if candidate.is_symlink():
+                try:
+                    target = candidate.resolve()
+                except (OSError, RuntimeError):
+                    continue
+                if not target.is_relative_to(workspace.root) or not target.is_file():
+                    continue
+            yield candidate
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """``a/{b,c}.py`` -> ``["a/b.py", "a/c.py"]`` (nested braces allowed)."""
+    depth = 0
+    start = -1
+    for i, ch in enumerate(pattern):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                body = pattern[start + 1 : i]
+                options: list[str] = []
+                level = 0
+                current = ""
+                for c in body:
+                    if c == "," and level == 0:
+                        options.append(current)
+                        current = ""
+                        continue
+                    level += c == "{"
+                    level -= c == "}"
+                    current += c
+                options.append(current)
+                if len(options) == 1:
+                    continue  # "{x}" is not an alternation: keep literal
+                head, tail = pattern[:start], pattern[i + 1 :]
+                return [x for opt in options for x in _expand_braces(head + opt + tail)]
+    return [pattern]
+
+
+def _segment_regex(segment: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[":
+            end = segment.find("]", i + 2 if segment[i + 1 : i + 2] in ("!", "]") else i + 1)
+            if end == -1:
+                out.append(re.escape(ch))
+            else:
+                body = segment[i + 1 : end]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A regex for a glob over POSIX relative paths: ``*``, ``?``, ``[...]``, ``**``, ``{a,b}``."""
+    alternatives = []
+    for expanded in _expand_braces(pattern):
+        parts = [p for p in expanded.split("/") if p not in ("", ".")]
+        regex = ""
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            if part == "**":
+                regex += ".*" if last else "(?:[^/]+/)*"
+            else:
+                regex += _segment_regex(part) + ("" if last else "/")
+        alternatives.append(regex)
+    return re.compile("(?:" + "|".join(alternatives) + r")\Z")
+
+
+def _check_glob_pattern(pattern: str, name: str) -> None:
+    if pattern.startswith(("/", "~")):
+        raise WorkspaceError(
+            f"{name} must be relative (pass the folder to search as path)", INVALID_ARGS
+        )
+    if ".." in pattern.replace("\\", "/").split("/"):
+        raise WorkspaceError(f"{name} must not contain '..'", PATH_OUTSIDE_WORKSPACE)
+
+
+def _glob_matches(glob: re.Pattern[str], rel: str) -> bool:
+    """True when the path (relative to the search folder) or its basename matches."""
+    return bool(glob.match(rel) or glob.match(rel.rsplit("/", 1)[-1]))
+
+
+# ----------------------------------------------------------------- tool bodies (sync)
+
+
+def _read(workspace: Workspace, path: Any, offset: Any, limit: Any, max_chars: int) -> dict:
+    offset = _require_int(offset, "offset", minimum=0)
+    limit = _require_int(limit, "limit", minimum=1)
+    resolved = _existing_file(workspace, path)
+    rel = workspace.relative(resolved)
+    with resolved.open("rb") as fh:
+        if _looks_binary(fh.read(BINARY_SNIFF_BYTES)):
+            return _error(BINARY_FILE, f"{rel} looks like a binary file; Read shows text only")
+        fh.seek(0)
+        shown: list[str] = []
+        used = 0
+        total = 0
+        cut_by_size = False
+        long_lines = 0
+        for raw in fh:
+            total += 1
+            if total <= offset or total > offset + limit or cut_by_size:
+                continue
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if len(line) > MAX_LINE_CHARS:
+                line = _cut(line, MAX_LINE_CHARS)
+                long_lines += 1
+            rendered = f"{total:>6}\t{line}"
+            if used + len(rendered) + 1 > max_chars and shown:
+                cut_by_size = True
+                continue
+            shown.append(rendered)
+            used += len(rendered) + 1
+    first = offset + 1
+    last = offset + len(shown)
+    truncated = last < total
+    result: dict[str, Any] = {
+        "path": rel,
+        "content": "\n".join(shown),
+        "total_lines": total,
+        "truncated": truncated,
+    }
+    notes = []
+    if total == 0:
+        notes.append("the file is empty")
+    elif offset >= total:
+        notes.append(f"offset {offset} is past the end of the file ({total} lines)")
+    elif truncated:
+        reason = f"output capped at {max_chars} chars" if cut_by_size else f"limit={limit}"
+        notes.append(
+            f"showing lines {first}-{last} of {total} ({reason}); "
+            f"call Read with offset={last} to continue"
+        )
+    if long_lines:
+        notes.append(f"{long_lines} line(s) longer than {MAX_LINE_CHARS} chars were cut")
+    if notes:
+        result["note"] = "; ".join(notes)
+    return result
+
+
+def _grep(workspace: Workspace, pattern: Any, path: Any, glob: Any, max_chars: int) -> dict:
+    pattern = _require_str(pattern, "pattern")
+    path = _require_str(path, "path")
+    if glob is not None:
+        glob = _require_str(glob, "glob")
+        _check_glob_pattern(glob, "glob")
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise WorkspaceError(
+            f"invalid regular expression {pattern!r}: {exc}", INVALID_ARGS
+        ) from exc
+    top = workspace.resolve(path)
+    if not top.exists():
+        raise WorkspaceError(f"{path} does not exist", NOT_FOUND)
+    glob_re = _glob_regex(glob) if glob else None
+
+    if top.is_file():
+        files: Iterator[Path] = iter([top])
+    else:
+        files = (
+            f
+            for f in _walk_files(workspace, top)
+            if glob_re is None or _glob_matches(glob_re, f.relative_to(top).as_posix())
+        )
+
+    matches: list[dict[str, Any]] = []
+    used = 0
+    truncated = False
+    skipped_binary = 0
+    skipped_large = 0
+    for file in files:
+        try:
+            if file.stat().st_size > GREP_MAX_FILE_BYTES:
+                skipped_large += 1
+                continue
+            data = file.read_bytes()
+        except OSError:
+            continue
+        if _looks_binary(data[:BINARY_SNIFF_BYTES]):
+            skipped_binary += 1
+            continue
+        text = data.decode("utf-8", errors="replace")
+        rel = file.relative_to(workspace.root).as_posix()
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not regex.search(line):
+                continue
+            shown = _cut(line, GREP_LINE_CHARS)
+            cost = len(rel) + len(shown) + 16
+            if len(matches) >= GREP_MAX_MATCHES or (used + cost > max_chars and matches):
+                truncated = True
+                break
+            matches.append({"path": rel, "line": number, "text": shown})
+            used += cost
+        if truncated:
+            break
+
+    result: dict[str, Any] = {"matches": matches, "truncated": truncated}
+    notes = []
+    if truncated:
+        notes.append(
+            f"stopped after {len(matches)} matches (limit {GREP_MAX_MATCHES} matches or "
+            f"{max_chars} chars); narrow the pattern, path or glob"
+        )
+    if skipped_binary:
+        notes.append(f"skipped {skipped_binary} binary file(s)")
+    if skipped_large:
+        notes.append(f"skipped {skipped_large} file(s) larger than {GREP_MAX_FILE_BYTES} bytes")
+    if notes:
+        result["note"] = "; ".join(notes)
+    return result
+
+
+def _glob(workspace: Workspace, pattern: Any, path: Any) -> dict:
+    pattern = _require_str(pattern, "pattern")
+    path = _require_str(path, "path")
+    _check_glob_pattern(pattern, "pattern")
+    top = workspace.resolve(path)
+    if not top.exists():
+        raise WorkspaceError(f"{path} does not exist", NOT_FOUND)
+    if not top.is_dir():
+        raise WorkspaceError(f"{path} is not a directory", INVALID_ARGS)
+    regex = _glob_regex(pattern)
+    found = sorted(
+        Path(f).relative_to(workspace.root).as_posix()
+        for f in _walk_files(workspace, top)
+        if regex.match(f.relative_to(top).as_posix())
+    )
+    truncated = len(found) > GLOB_MAX_PATHS
+    result: dict[str, Any] = {"paths": found[:GLOB_MAX_PATHS], "truncated": truncated}
+    if truncated:
+        result["note"] = (
+            f"showing the first {GLOB_MAX_PATHS} of {len(found)} paths; narrow the pattern or path"
+        )
+    return result
+
+
+def _write(workspace: Workspace, path: Any, content: Any) -> dict:
+    path = _require_str(path, "path")
+    content = _require_str(content, "content", allow_empty=True)
+    resolved = workspace.resolve(path)
+    if resolved == workspace.root or resolved.is_dir():
+        raise WorkspaceError(f"{path} is a directory", NOT_A_FILE)
+    created = not resolved.exists()
+    data = content.encode("utf-8")
+    resolved.parent.mkdir(parents=True, exist_ok=True)
+    # Re-check after creating folders: nothing may have been swapped in meanwhile.
+    workspace.resolve(str(resolved))
+    resolved.write_bytes(data)
+    return {"path": workspace.relative(resolved), "bytes_written": len(data), "created": created}
+
+
+def _edit(
+    workspace: Workspace, path: Any, old_string: Any, new_string: Any, replace_all: Any
+) -> dict:
+    old_string = _require_str(old_string, "old_string")
+    new_string = _require_str(new_string, "new_string", allow_empty=True)
+    replace_all = _require_bool(replace_all, "replace_all")
+    if old_string == new_string:
+        raise WorkspaceError("old_string and new_string are identical; nothing to do", INVALID_ARGS)
+    resolved = _existing_file(workspace, path)
+    rel = workspace.relative(resolved)
+    data = resolved.read_bytes()
+    if _looks_binary(data[:BINARY_SNIFF_BYTES]):
+        raise WorkspaceError(f"{rel} looks like a binary file; Edit changes text only", BINARY_FILE)
+    text = data.decode("utf-8", errors="surrogateescape")
+    count = text.count(old_string)
+    if count == 0:
+        raise WorkspaceError(
+            f"old_string not found in {rel} (it must match exactly, including whitespace "
+            "and indentation; Read the file first)",
+            EDIT_NO_MATCH,
+        )
+    if count > 1 and not replace_all:
+        raise WorkspaceError(
+            f"old_string occurs {count} times in {rel}; pass more context or replace_all=true",
+            EDIT_AMBIGUOUS,
+        )
+    updated = (
+        text.replace(old_string, new_string)
+        if replace_all
+        else text.replace(old_string, new_string, 1)
+    )
+    resolved.write_bytes(updated.encode("utf-8", errors="surrogateescape"))
+    return {"path": rel, "replacements": count if replace_all else 1}
+
+
+def _run_sync(body: Any, *args: Any) -> dict:
+    try:
+        return body(*args)
+    except WorkspaceError as exc:
+        return _error(exc.code, str(exc))
+    except FileNotFoundError as exc:
+        return _error(NOT_FOUND, f"{exc.filename or ''}: {exc.strerror}".strip(": "))
+    except (NotADirectoryError, IsADirectoryError) as exc:
+        return _error(NOT_A_FILE, f"{exc.filename or ''}: {exc.strerror}".strip(": "))
+    except OSError as exc:
+        return _error(IO_ERROR, str(exc))
+
+
+# ---------------------------------------------------------------------------- Bash
+
+
+@dataclass
+class _Capture:
+    """A stream reader keeping the head and the tail of the output, counting the rest."""
+
+    keep: int
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            room = self.keep - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                excess = len(self.tail) - self.keep
+                if excess > 0:
+                    del self.tail[:excess]
+                    self.dropped += excess
+
+    def parts(self) -> tuple[str, str, int]:
+        """(head, tail, dropped): the decoded ends and the bytes dropped between them."""
+        if not self.dropped:
+            whole = bytes(self.head + self.tail).decode("utf-8", errors="replace")
+            return whole, "", 0
+        head = bytes(self.head).decode("utf-8", errors="replace")
+        tail = bytes(self.tail).decode("utf-8", errors="replace")
+        return head, tail, self.dropped
+
+
+def _fit(head: str, tail: str, dropped: int, budget: int) -> tuple[str, bool]:
+    """Cut the output to about ``budget`` chars, keeping its start and its end.
+
+    ``head`` and ``tail`` are the captured ends of a stream and ``dropped`` the size
+    of what the capture already left out between them (0 when it kept everything,
+    in which case ``tail`` is empty). The cut is marked "... [truncated N chars]".
+    """
+    if not dropped:
+        if len(head) <= budget:
+            return head, False
+        tail = head
+        keep_head = budget * 2 // 5
+        keep_tail = budget - keep_head
+        cut = len(head) - budget
+    else:
+        keep_head = min(len(head), budget * 2 // 5)
+        keep_tail = min(len(tail), budget - keep_head)
+        cut = (len(head) - keep_head) + dropped + (len(tail) - keep_tail)
+    end = tail[len(tail) - keep_tail :] if keep_tail > 0 else ""
+    return f"{head[:keep_head]}\n{_truncation_marker(cut)}\n{end}", True
+
+
+def _split_budget(out_len: int, err_len: int, budget: int) -> tuple[int, int]:
+    """Share ``budget`` chars between stdout and stderr; a short stream keeps all of it."""
+    half = budget // 2
+    if out_len + err_len <= budget:
+        return out_len, err_len
+    if out_len <= half:
+        return out_len, budget - out_len
+    if err_len <= half:
+        return budget - err_len, err_len
+    return half, budget - half
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve a finished future's exception so asyncio does not log it as unhandled."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def _bash(workspace: Workspace, command: Any, timeout: Any, max_chars: int) -> dict:
+    command = _require_str(command, "command")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise WorkspaceError("timeout_s must be a number of seconds", INVALID_ARGS)
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise WorkspaceError("timeout_s must be a positive number of seconds", INVALID_ARGS)
+
+    proc = await asyncio.create_subprocess_exec(
+        "bash",
+        "-c",
+        command,
+        cwd=workspace.root,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,  # its own process group, killed as a whole on timeout
+    )
+    keep = max_chars * 4 + 1024  # bytes kept at each end of each stream
+    out, err = _Capture(keep), _Capture(keep)
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
+    readers.add_done_callback(_consume)
+    waiter = asyncio.ensure_future(proc.wait())
+    try:
+        await asyncio.wait({readers, waiter}, timeout=timeout)
+    except BaseException:  # cancelled: take the command down with us
+        _kill_group(proc)
+        readers.cancel()
+        waiter.cancel()
+        raise
+    timed_out = not (readers.done() and waiter.done())
+    if timed_out:
+        _kill_group(proc)
+        await asyncio.wait({waiter}, timeout=5)
+        # A process that left the group may still hold the pipes open: stop reading.
+        await asyncio.wait({readers}, timeout=2)
+        for pending in (readers, waiter):
+            if not pending.done():
+                pending.cancel()
+                await asyncio.wait({pending})
+
+    out_head, out_tail, out_dropped = out.parts()
+    err_head, err_tail, err_dropped = err.parts()
+    out_budget, err_budget = _split_budget(
+        len(out_head) + len(out_tail) + out_dropped,
+        len(err_head) + len(err_tail) + err_dropped,
+        max_chars,
+    )
+    stdout, cut_out = _fit(out_head, out_tail, out_dropped, out_budget)
+    stderr, cut_err = _fit(err_head, err_tail, err_dropped, err_budget)
+    result: dict[str, Any] = {
+        "exit_code": None if timed_out else proc.returncode,
+        "stdout": stdout,
+        "stderr": stderr,
+        "truncated": cut_out or cut_err,
+    }
+    if timed_out:
+        return {"error": f"{TIMEOUT}: timed out after {timeout:g}s (process killed)", **result}
+    return result
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _tool(func: Any, name: str) -> BaseTool:
+    declare_effect(func, TOOL_EFFECTS[name])
+    tool = FunctionTool(func)
+    tool.name = name  # the declaration sent to the model uses func.__name__ == name
+    declare_effect(tool, TOOL_EFFECTS[name])
+    return tool
+
+
+def workspace_tools(
+    workspace: Workspace,
+    *,
+    bash_timeout_s: float = 30,
+    max_output_chars: int = 20_000,
+) -> list[BaseTool]:
+    """The six workspace tools bound to ``workspace``: Read, Grep, Glob, Write, Edit, Bash."""
+    if not isinstance(workspace, Workspace):
+        raise TypeError("workspace must be a Workspace")
+    if bash_timeout_s <= 0:
+        raise ValueError("bash_timeout_s must be positive")
+    if max_output_chars < 100:
+        raise ValueError("max_output_chars must be at least 100")
+    max_chars = int(max_output_chars)
+
+    async def Read(path: str, offset: int = 0, limit: int = 2000) -> dict:
+        """Read a text file of the workspace, with line numbers (like `cat -n`).
+
+        Args:
+          path: File path, relative to the workspace root.
+          offset: Number of lines to skip from the start (0 reads from line 1).
+          limit: Maximum number of lines to return.
+
+        Returns:
+          {"path", "content", "total_lines", "truncated", "note"?}. Each content
+          line is "<line number>\\t<text>". When truncated, the note gives the
+          offset to continue from. Errors come back as {"error": "<CODE>: ..."}.
+        """
+        return await asyncio.to_thread(_run_sync, _read, workspace, path, offset, limit, max_chars)
+
+    async def Grep(pattern: str, path: str = ".", glob: str | None = None) -> dict:
+        """Search file contents for a Python regular expression, line by line.
+
+        Binary files, files over 2 MB and folders such as .git, __pycache__,
+        .venv and node_modules are skipped. Use "(?i)" for a case-insensitive search.
+
+        Args:
+          pattern: Python `re` pattern, matched against each line.
+          path: File or folder to search, relative to the workspace root.
+          glob: Optional filename filter such as "*.py" or "tests/**/*.py".
+
+        Returns:
+          {"matches": [{"path", "line", "text"}], "truncated", "note"?}; paths are
+          relative to the workspace root and lines are 1-based.
+        """
+        return await asyncio.to_thread(_run_sync, _grep, workspace, pattern, path, glob, max_chars)
+
+    async def Glob(pattern: str, path: str = ".") -> dict:
+        """Find files whose path matches a glob pattern.
+
+        Supports *, ?, [abc], ** (any number of folders) and {a,b} alternatives,
+        e.g. "**/*.py" or "src/**/test_*.py". Folders such as .git and
+        __pycache__ are skipped.
+
+        Args:
+          pattern: Glob pattern, relative to `path`.
+          path: Folder to search in, relative to the workspace root.
+
+        Returns:
+          {"paths": [sorted file paths relative to the workspace root], "truncated", "note"?}.
+        """
+        return await asyncio.to_thread(_run_sync, _glob, workspace, pattern, path)
+
+    async def Write(path: str, content: str) -> dict:
+        """Create or overwrite a file with the given content (parent folders are created).
+
+        Prefer Edit to change part of an existing file.
+
+        Args:
+          path: File path, relative to the workspace root.
+          content: The complete new content of the file.
+
+        Returns:
+          {"path", "bytes_written", "created"}; created is false when an existing
+          file was overwritten.
+        """
+        return await asyncio.to_thread(_run_sync, _write, workspace, path, content)
+
+    async def Edit(path: str, old_string: str, new_string: str, replace_all: bool = False) -> dict:
+        """Replace an exact string in a file.
+
+        old_string must match the file exactly (whitespace and indentation
+        included) and occur exactly once, unless replace_all is true. Read the
+        file first and copy the text without the line-number prefix.
+
+        Args:
+          path: File path, relative to the workspace root.
+          old_string: The exact text to replace.
+          new_string: The replacement text (must differ from old_string).
+          replace_all: Replace every occurrence instead of requiring a unique one.
+
+        Returns:
+          {"path", "replacements"}, or an error EDIT_NO_MATCH / EDIT_AMBIGUOUS.
+        """
+        return await asyncio.to_thread(
+            _run_sync, _edit, workspace, path, old_string, new_string, replace_all
+        )
+
+    async def Bash(command: str, timeout_s: float | None = None) -> dict:
+        """Run a shell command with `bash -c` in the workspace root folder.
+
+        The command and everything it starts are killed when the timeout expires.
+        A background job (`cmd &`) must redirect its output, or the call waits for it.
+
+        Args:
+          command: The command line, e.g. "python -m pytest -q".
+          timeout_s: Seconds before the command is killed (default set by the agent).
+
+        Returns:
+          {"exit_code", "stdout", "stderr", "truncated"}; long output keeps its
+          beginning and end around a "... [truncated N chars]" note. On timeout:
+          {"error": "TIMEOUT: ...", "exit_code": null, ...partial output}.
+        """
+        timeout = bash_timeout_s if timeout_s is None else timeout_s
+        try:
+            return await _bash(workspace, command, timeout, max_chars)
+        except WorkspaceError as exc:
+            return _error(exc.code, str(exc))
+        except OSError as exc:
+            return _error(IO_ERROR, f"could not start bash: {exc}")
+
+    return [
+        _tool(Read, "Read"),
+        _tool(Grep, "Grep"),
+        _tool(Glob, "Glob"),
+        _tool(Write, "Write"),
+        _tool(Edit, "Edit"),
+        _tool(Bash, "Bash"),
+    ]
+
+
+# ------------------------------------------------------------------- sample project
+
+
+def _sample_root() -> Traversable:
+    return resources.files(_SAMPLE_PACKAGE).joinpath(_SAMPLE_DIR)
+
+
+def _sample_files(node: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversable]]:
+    for child in sorted(node.iterdir(), key=lambda c: c.name):
+        if child.name in _SAMPLE_SKIP or child.name.endswith(".pyc"):
+            continue
+        rel = f"{prefix}{child.name}"
+        if child.is_dir():
+            yield from _sample_files(child, rel + "/")
+        else:
+            yield rel, child
+
+
+def _looks_like_sample(dest: Path) -> bool:
+    pyproject = dest / "pyproject.toml"
+    try:
+        declares_name = 'name = "inventory"' in pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return (
+        declares_name
+        and (dest / "inventory" / "stock.py").is_file()
+        and (dest / "tests" / "test_stock.py").is_file()
+    )
+
+
+def copy_sample_workspace(dest: str | Path) -> Path:
+    """Copy the shipped sample project (an ``inventory`` library with one bug) into ``dest``.
+
+    ``dest`` is created when missing. A non-empty ``dest`` is refused
+    (FileExistsError) unless it already holds the sample, in which case the sample's
+    files are restored to their shipped state (other files are left alone), so
+    calling this twice gives the same result. Returns ``dest``.
+    """
+    dest = Path(dest).expanduser()
+    if dest.exists() and not dest.is_dir():
+        raise FileExistsError(f"{dest} exists and is not a directory")
+    if dest.is_dir() and any(dest.iterdir()) and not _looks_like_sample(dest):
+        raise FileExistsError(
+            f"{dest} is not empty and does not look like the sample workspace; "
+            "pick an empty or new folder"
+        )
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel, source in _sample_files(_sample_root()):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink():
+            target.unlink()
+        target.write_bytes(source.read_bytes())
+    for cache in ("inventory/__pycache__", "tests/__pycache__"):
+        shutil.rmtree(dest / cache, ignore_errors=True)
+    return dest
