@@ -1,0 +1,296 @@
+"""The two hooks: the gate (before every tool call of every governed agent) and the step
+boundary (before every model call of the mounted agent)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.adk.models.llm_request import LlmRequest
+from google.genai import types
+
+from plangate.adk.runtime import Loaded, PlanRuntime, with_resolutions
+from plangate.adk.scope import PlanScope, scope_of
+from plangate.journal.events import JournalEvent
+from plangate.plan import transitions
+from plangate.plan.gate import ToolCall, decide
+from plangate.plan.prompts import (
+    PLAN_AWARENESS_MARKER,
+    PLAN_MODE_MARKER,
+    render_plan_prompt,
+)
+from plangate.plan.record import PlanRecord, PlanStatus
+from plangate.plan.session_state import IgnoredReply, PlanSessionState
+from plangate.plan.transitions import ReplyIgnored, Transition
+from plangate.policy.effects import effect_of
+from plangate.store.store import Conflict
+
+__all__ = ["make_before_model", "make_gate"]
+
+APPROVED_PLAN_MARKER = "## Approved plan"
+_MAX_ATTEMPTS = 5
+
+
+def make_gate(runtime: PlanRuntime) -> Any:
+    async def plangate_gate(
+        tool: Any, args: dict[str, Any], tool_context: Any
+    ) -> dict[str, Any] | None:
+        scope = scope_of(tool_context, runtime.branch)
+        loaded = await runtime.load(scope)
+        record = loaded.state.record
+        options = runtime.options
+        key = options.force_enter_plan_state_key
+        selection_active = bool(key) and (
+            tool_context.state.get(key) == options.force_enter_plan_state_value
+        )
+        decision = decide(
+            ToolCall(tool.name, args or {}, effect_of(tool)),
+            record,
+            runtime.policy,
+            unreadable=loaded.unreadable,
+            selection_active=selection_active,
+        )
+        if decision.allowed:
+            return None
+        await runtime.journal(
+            scope,
+            JournalEvent(
+                kind="plan.gate.denied",
+                subject=record.id if record else "",
+                from_state=record.status.value if record else None,
+                actor=getattr(tool_context, "agent_name", "") or "agent",
+                at=runtime.now(),
+                detail={"tool": tool.name, "reason": decision.reason, "args": _short(args)},
+            ),
+        )
+        return decision.to_result()
+
+    return plangate_gate
+
+
+def make_before_model(runtime: PlanRuntime) -> Any:
+    async def plangate_before_model(callback_context: Any, llm_request: LlmRequest) -> None:
+        scope = scope_of(callback_context, runtime.branch)
+        state, applied, approved_now = await _step_boundary(runtime, scope, callback_context)
+        record = state.record
+        options = runtime.options
+        if applied:
+            callback_context.state[runtime.state_key] = record.dump() if record else None
+        if approved_now and options.force_enter_plan_state_key:
+            callback_context.state[options.force_enter_plan_state_key] = options.agent_state_value
+        _canonicalise_replies(llm_request, state)
+        _inject_prompt(runtime, llm_request, state, callback_context)
+        return None
+
+    return plangate_before_model
+
+
+async def _step_boundary(
+    runtime: PlanRuntime, scope: PlanScope, context: Any
+) -> tuple[PlanSessionState, bool, bool]:
+    """Apply the user's replies and mode selection at this boundary, exactly once.
+
+    Returns the state, whether anything was applied, and whether a plan was approved.
+    Retries on a lost compare-and-set: everything applied here is idempotent by call id.
+    """
+    loaded = Loaded(PlanSessionState(), 0)
+    for _ in range(_MAX_ATTEMPTS):
+        loaded = await runtime.load(scope)
+        if loaded.unreadable:
+            return loaded.state, False, False
+        state = loaded.state.model_copy(deep=True)
+        now = runtime.now()
+        done: list[Transition] = []
+        events: list[JournalEvent] = []
+        approved_now = False
+        for reply in _latest_user_replies(context):
+            if reply.id in state.resolutions:
+                continue
+            previous = state.ignored.get(reply.id or "")
+            if previous is not None and previous.reply == reply.response:
+                continue
+            try:
+                transition = transitions.apply_reply(
+                    state.record,
+                    call_id=reply.id or "",
+                    tool_name=reply.name,
+                    response=reply.response,
+                    now=now,
+                    actor="user",
+                )
+            except ReplyIgnored as exc:
+                if not reply.id or not _is_plan_reply(reply, state):
+                    continue
+                state.ignored[reply.id] = IgnoredReply(reason=exc.reason, reply=reply.response)
+                events.append(
+                    JournalEvent(
+                        kind="plan.reply.ignored",
+                        subject=state.record.id if state.record else "",
+                        actor="user",
+                        at=now,
+                        detail={"call_id": reply.id, "tool": reply.name, "reason": exc.reason},
+                    )
+                )
+                continue
+            state.record = transition.record
+            with_resolutions(state, transition, reply=reply.response)
+            done.append(transition)
+            if transition.record.status is PlanStatus.APPROVED:
+                approved_now = True
+                state.selection = runtime.options.agent_state_value
+        _apply_selection(runtime, state, context, done, events, now, approved_now)
+        if not done and not events and state.selection == loaded.state.selection:
+            return loaded.state, False, False
+        try:
+            await runtime.commit(scope, loaded, state, done, events)
+        except Conflict:
+            continue
+        await runtime.notify((t.decision for t in done), context.agent_name)
+        return state, True, approved_now
+    raise RuntimeError(f"plan state for {scope.key} kept changing; gave up after retries")
+
+
+def _apply_selection(
+    runtime: PlanRuntime,
+    state: PlanSessionState,
+    context: Any,
+    done: list[Transition],
+    events: list[JournalEvent],
+    now: float,
+    approved_now: bool,
+) -> None:
+    """A mode selection takes effect here, at the step boundary."""
+    options = runtime.options
+    key = options.force_enter_plan_state_key
+    if not key or approved_now:
+        return
+    selected = context.state.get(key)
+    if selected == state.selection:
+        return
+    plan_value = options.force_enter_plan_state_value
+    if selected == plan_value:
+        transition = transitions.force_enter(
+            state.record,
+            objective=_user_text(context),
+            now=now,
+            actor="user",
+            branch=runtime.branch,
+        )
+        if transition is not None:
+            state.record = transition.record
+            with_resolutions(state, transition)
+            done.append(transition)
+    elif state.selection == plan_value:
+        transition = transitions.cancel(state.record, now=now, actor="user", reason="mode switched")
+        if transition is not None:
+            state.record = transition.record
+            with_resolutions(state, transition)
+            done.append(transition)
+    events.append(
+        JournalEvent(
+            kind="mode.selected",
+            subject=state.record.id if state.record else "",
+            from_state=state.selection,
+            to_state=str(selected) if selected is not None else None,
+            actor="user",
+            at=now,
+        )
+    )
+    state.selection = str(selected) if selected is not None else None
+
+
+def _latest_user_replies(context: Any) -> list[types.FunctionResponse]:
+    """Function responses in the latest user turn only; a newer text-only turn means none."""
+    for event in reversed(context.session.events):
+        if event.author != "user":
+            continue
+        return [
+            part.function_response
+            for part in (event.content.parts if event.content else []) or []
+            if part.function_response is not None
+        ]
+    return []
+
+
+def _is_plan_reply(reply: types.FunctionResponse, state: PlanSessionState) -> bool:
+    from plangate.plan.gate import PLAN_TOOL_NAMES
+
+    return reply.name in PLAN_TOOL_NAMES or (
+        state.record is not None and state.record.pending_for(reply.id or "") is not None
+    )
+
+
+def _canonicalise_replies(llm_request: LlmRequest, state: PlanSessionState) -> None:
+    """Show the model the canonical result of each applied reply, in this turn and in every
+    later turn's history; a duplicate or ignored reply is shown as such, with the reason."""
+    seen: set[str] = set()
+    for content in llm_request.contents:
+        for part in content.parts or []:
+            response = part.function_response
+            if response is None or not response.id:
+                continue
+            resolution = state.resolutions.get(response.id)
+            ignored = state.ignored.get(response.id)
+            if (
+                resolution is not None
+                and response.id not in seen
+                and (resolution.reply is None or response.response == resolution.reply)
+            ):
+                seen.add(response.id)
+                response.response = resolution.result
+            elif ignored is not None and response.response == ignored.reply:
+                response.response = ReplyIgnored(ignored.reason).to_result()
+            elif resolution is not None and response.response != resolution.result:
+                response.response = ReplyIgnored(
+                    "duplicate reply: this request was already decided"
+                ).to_result()
+
+
+def _inject_prompt(
+    runtime: PlanRuntime, llm_request: LlmRequest, state: PlanSessionState, context: Any
+) -> None:
+    options = runtime.options
+    system = _system_text(llm_request)
+    record = state.record
+    if record is not None and record.is_gate_active():
+        if options.inject_prompt and PLAN_MODE_MARKER not in system:
+            llm_request.append_instructions([render_plan_prompt(options.plan_prompt, record)])
+        return
+    if record is not None and record.status is PlanStatus.APPROVED:
+        if options.inject_prompt and APPROVED_PLAN_MARKER not in system:
+            llm_request.append_instructions([_approved_plan_note(record)])
+        return
+    key = options.force_enter_plan_state_key
+    selected = bool(key) and context.state.get(key) == options.force_enter_plan_state_value
+    if options.inject_awareness and not selected and PLAN_AWARENESS_MARKER not in system:
+        llm_request.append_instructions([options.awareness_prompt])
+
+
+def _approved_plan_note(record: PlanRecord) -> str:
+    return (
+        f"{APPROVED_PLAN_MARKER} (revision {record.content_revisions})\n"
+        "The user approved this plan. Implement it; do not re-plan unless asked.\n\n"
+        + record.content
+    )
+
+
+def _system_text(llm_request: LlmRequest) -> str:
+    instruction = llm_request.config.system_instruction if llm_request.config else None
+    if instruction is None:
+        return ""
+    if isinstance(instruction, str):
+        return instruction
+    parts = getattr(instruction, "parts", None) or []
+    return "\n".join(p.text or "" for p in parts)
+
+
+def _user_text(context: Any) -> str:
+    content = getattr(context, "user_content", None)
+    if content is not None:
+        text = " ".join(p.text for p in content.parts or [] if p.text)
+        if text.strip():
+            return text.strip()[:500]
+    return "Current task"
+
+
+def _short(args: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: (v[:200] if isinstance(v, str) else v) for k, v in (args or {}).items()}

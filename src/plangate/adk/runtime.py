@@ -1,0 +1,158 @@
+"""Loading and committing a session's plan state: the host side of the pure core."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from plangate.adk.options import PlanOptions
+from plangate.adk.scope import PlanScope
+from plangate.journal.events import JournalEvent
+from plangate.plan.record import ApprovalEvent, PlanRecord
+from plangate.plan.session_state import PlanSessionState, Resolution
+from plangate.plan.transitions import Transition
+from plangate.store.shared import shared_store
+from plangate.store.store import Store, Transaction
+
+__all__ = ["ARCHIVE_KIND", "STATE_KIND", "Loaded", "PlanRuntime"]
+
+log = logging.getLogger("plangate")
+
+STATE_KIND = "plan_state"
+ARCHIVE_KIND = "plan_archive"
+
+
+@dataclass
+class Loaded:
+    state: PlanSessionState
+    version: int
+    unreadable: str | None = None
+    """Why the stored state could not be read; the gate then fails closed."""
+
+
+class PlanRuntime:
+    """Options, branch and store access for one mounted agent."""
+
+    def __init__(self, options: PlanOptions, branch: str) -> None:
+        self.options = options
+        self.branch = branch
+        self.policy = options.gate_policy
+        self.state_key = options.state_key(branch)
+
+    async def store(self) -> Store:
+        return await shared_store(self.options.database_url)
+
+    @staticmethod
+    def now() -> float:
+        return time.time()
+
+    async def load(self, scope: PlanScope) -> Loaded:
+        try:
+            store = await self.store()
+            document = await store.get(STATE_KIND, scope.key)
+        except Exception as exc:  # the database is unreachable: fail closed
+            log.exception("plan state unreadable for %s", scope.key)
+            return Loaded(PlanSessionState(), -1, f"{type(exc).__name__}: {exc}")
+        if document is None:
+            return Loaded(PlanSessionState(), 0)
+        try:
+            return Loaded(PlanSessionState.model_validate(document.data), document.version)
+        except ValidationError as exc:
+            log.error("corrupt plan state for %s: %s", scope.key, exc)
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return Loaded(PlanSessionState(), document.version, f"corrupt record at {where}")
+
+    async def commit(
+        self,
+        scope: PlanScope,
+        loaded: Loaded,
+        state: PlanSessionState,
+        transitions: Iterable[Transition] = (),
+        events: Iterable[JournalEvent] = (),
+    ) -> int:
+        """Write ``state`` if nobody else wrote since ``loaded``; journal in the same transaction.
+
+        Raises ``store.Conflict`` when the compare-and-set loses.
+        """
+        store = await self.store()
+        async with store.transaction() as tx:
+            version = await tx.put(
+                STATE_KIND,
+                scope.key,
+                state.model_dump(mode="json", by_alias=True),
+                expected_version=max(loaded.version, 0),
+            )
+            for transition in transitions:
+                if transition.archived is not None:
+                    await _archive(tx, scope, transition.archived)
+                for event in transition.events:
+                    await tx.append(scope.key, event)
+            for event in events:
+                await tx.append(scope.key, event)
+        return version
+
+    async def journal(self, scope: PlanScope, event: JournalEvent) -> None:
+        try:
+            store = await self.store()
+            async with store.transaction() as tx:
+                await tx.append(scope.key, event)
+        except Exception:  # journaling a refusal must never turn it into a crash
+            log.exception("could not journal %s", event.kind)
+
+    async def notify(self, decisions: Iterable[ApprovalEvent | None], agent_name: str) -> None:
+        callback = self.options.on_approval
+        if callback is None:
+            return
+        for decision in decisions:
+            if decision is None or decision.kind != "exit":
+                continue
+            try:
+                result = callback(decision.model_copy(update={"agent_name": agent_name}))
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("on_approval callback failed")
+
+    async def archived(self, scope: PlanScope) -> list[PlanRecord]:
+        """Earlier plans of this scope, oldest first."""
+        from sqlalchemy import select
+
+        from plangate.store.schema import documents
+
+        store = await self.store()
+        async with store.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(documents.c.data)
+                    .where(
+                        documents.c.kind == ARCHIVE_KIND,
+                        documents.c.key.startswith(scope.key + "#"),
+                    )
+                    .order_by(documents.c.updated_at)
+                )
+            ).all()
+        return [PlanRecord.model_validate(row.data) for row in rows]
+
+
+async def _archive(tx: Transaction, scope: PlanScope, record: PlanRecord) -> None:
+    key = f"{scope.key}#{record.id}"
+    existing = await tx.get(ARCHIVE_KIND, key)
+    await tx.put(
+        ARCHIVE_KIND,
+        key,
+        record.model_dump(mode="json", by_alias=True),
+        expected_version=existing.version if existing else 0,
+    )
+
+
+def with_resolutions(
+    state: PlanSessionState, transition: Transition, reply: object | None = None
+) -> None:
+    for call_id, result in transition.resolutions.items():
+        state.resolutions[call_id] = Resolution(result=result, reply=reply)

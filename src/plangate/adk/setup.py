@@ -1,0 +1,91 @@
+"""``setup_plan``: mount Plan Mode on an ADK agent with one call."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from google.adk.agents import BaseAgent, LlmAgent
+
+from plangate.adk.callbacks import make_before_model, make_gate
+from plangate.adk.options import PlanOptions
+from plangate.adk.runtime import PlanRuntime
+from plangate.adk.tools import PlanToolSet
+from plangate.plan.record import PlanRecord
+
+__all__ = ["get_plan_record", "plan_runtime", "setup_plan"]
+
+log = logging.getLogger("plangate")
+
+
+def setup_plan(agent: LlmAgent, options: PlanOptions | None = None) -> LlmAgent:
+    """Mount Plan Mode on ``agent`` and return it.
+
+    Adds the plan tools, the step-boundary callback (replies, mode selection, prompts) and
+    the gate. The gate goes first in ``before_tool_callback`` -- deny first -- on the agent
+    and on every sub-agent below it, so a delegated agent cannot escape it. Calling it a
+    second time on the same agent changes nothing.
+    """
+    if plan_runtime(agent) is not None:
+        log.warning("setup_plan: Plan Mode is already mounted on %r; ignoring", agent.name)
+        return agent
+    options = options or PlanOptions()
+    runtime = PlanRuntime(options, options.branch or agent.name)
+    agent.tools = [*agent.tools, PlanToolSet(runtime)]
+    agent.before_model_callback = [
+        *_as_list(agent.before_model_callback),
+        make_before_model(runtime),
+    ]
+    gate = make_gate(runtime)
+    for governed in _llm_agents(agent):
+        governed.before_tool_callback = [gate, *_as_list(governed.before_tool_callback)]
+    return agent
+
+
+def plan_runtime(agent: LlmAgent) -> PlanRuntime | None:
+    """The Plan Mode runtime mounted on ``agent``, if any."""
+    for tool in agent.tools:
+        if isinstance(tool, PlanToolSet):
+            return tool.runtime
+    return None
+
+
+def get_plan_record(
+    session: Any, branch: str | None = None, prefix: str = "plan"
+) -> PlanRecord | None:
+    """The plan mirrored in an ADK session's state.
+
+    With no branch, the single ``plan:<branch>`` key is used (there is one per mounted
+    agent), so the default finds the plan of a root agent.
+    """
+    state = getattr(session, "state", session) or {}
+    if branch is not None:
+        key = f"{prefix}:{branch}" if branch else prefix
+        value = state.get(key)
+    else:
+        keys = [k for k in state if k == prefix or k.startswith(prefix + ":")]
+        if len(keys) > 1:
+            raise ValueError(
+                f"several plans in this session ({', '.join(sorted(keys))}); pass branch="
+            )
+        value = state.get(keys[0]) if keys else None
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = json.loads(value)
+    return PlanRecord.model_validate(value)
+
+
+def _as_list(callback: Any) -> list[Any]:
+    if callback is None:
+        return []
+    return list(callback) if isinstance(callback, list) else [callback]
+
+
+def _llm_agents(agent: BaseAgent) -> Iterator[LlmAgent]:
+    if isinstance(agent, LlmAgent):
+        yield agent
+    for child in agent.sub_agents:
+        yield from _llm_agents(child)

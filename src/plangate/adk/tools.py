@@ -1,0 +1,209 @@
+"""The four plan tools. Three of them pause the run for a human, but only for a valid
+request: an invalid one returns a structured error the model can correct in the same run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.adk.events import Event, EventActions
+from google.adk.tools import BaseTool, FunctionTool, ToolContext
+from google.adk.tools.base_toolset import BaseToolset
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
+
+from plangate.adk.runtime import PlanRuntime
+from plangate.adk.scope import scope_of
+from plangate.plan import transitions
+from plangate.plan.record import PlanRecord
+from plangate.plan.transitions import PlanError, Transition
+from plangate.store.store import Conflict
+
+__all__ = ["PlanToolSet"]
+
+
+class PlanToolSet(BaseToolset):
+    """``enter_plan_mode``, ``update_plan_content``, ``exit_plan_mode``, ``ask_user_question``.
+
+    ``enter_plan_mode`` is left out of the schema while the user has selected Plan Mode or
+    a plan is already being made.
+    """
+
+    def __init__(self, runtime: PlanRuntime) -> None:
+        super().__init__()
+        # The tool list depends on the plan's state, which changes within an invocation.
+        self._use_invocation_cache = False
+        self.runtime = runtime
+        self._tools = _build_tools(runtime)
+
+    async def get_tools(self, readonly_context: Any = None) -> list[BaseTool]:
+        if readonly_context is None:
+            return list(self._tools)
+        if await self._hide_enter(readonly_context):
+            return [t for t in self._tools if t.name != "enter_plan_mode"]
+        return list(self._tools)
+
+    async def _hide_enter(self, context: Any) -> bool:
+        options = self.runtime.options
+        key = options.force_enter_plan_state_key
+        if key and context.state.get(key) == options.force_enter_plan_state_value:
+            return True
+        loaded = await self.runtime.load(scope_of(context, self.runtime.branch))
+        record = loaded.state.record
+        return loaded.unreadable is not None or (record is not None and record.is_gate_active())
+
+
+def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
+    async def enter_plan_mode(objective: str, tool_context: ToolContext) -> dict[str, Any] | None:
+        """Ask the user to enter Plan Mode before starting non-trivial work.
+
+        While in Plan Mode only read-only tools run: explore, clarify with
+        ask_user_question, write the plan with update_plan_content and submit it with
+        exit_plan_mode. The run pauses until the user confirms.
+
+        Args:
+            objective: A short description of what the plan is for.
+        """
+        options = runtime.options
+        key = options.force_enter_plan_state_key
+        if key and tool_context.state.get(key) == options.force_enter_plan_state_value:
+            return {
+                "error": "PLAN_MODE_GATE: the user selected Plan Mode in the UI, so entry is "
+                "automatic; start exploring with read-only tools instead"
+            }
+        return await _pausing(
+            runtime,
+            tool_context,
+            lambda record: transitions.request_enter(
+                record,
+                objective=objective,
+                call_id=_call_id(tool_context),
+                now=runtime.now(),
+                branch=runtime.branch,
+            ),
+        )
+
+    async def update_plan_content(
+        content: str, tool_context: ToolContext, mode: str = "append"
+    ) -> dict[str, Any]:
+        """Write the plan (Markdown). The first update moves the plan from exploring to drafting.
+
+        Args:
+            content: Plan Markdown to add, or the whole plan when mode is "replace".
+            mode: "append" (default) adds to the plan; "replace" replaces it.
+        """
+        scope = scope_of(tool_context, runtime.branch)
+        loaded = await runtime.load(scope)
+        if loaded.unreadable:
+            return _unreadable(loaded.unreadable)
+        try:
+            transition = transitions.update_content(
+                loaded.state.record, content=content, mode=mode, now=runtime.now()
+            )
+        except PlanError as exc:
+            return exc.to_result()
+        state = loaded.state.model_copy(update={"record": transition.record})
+        try:
+            await runtime.commit(scope, loaded, state, [transition])
+        except Conflict as exc:
+            return _conflict(exc)
+        tool_context.state[runtime.state_key] = transition.record.dump()
+        return transition.result
+
+    async def exit_plan_mode(
+        tool_context: ToolContext, summary: str | None = None
+    ) -> dict[str, Any] | None:
+        """Submit the plan for the user's approval. The run pauses until they decide.
+
+        The plan must not be empty. If the user rejects it, revise it with
+        update_plan_content and submit again.
+
+        Args:
+            summary: A one-line summary for the reviewer.
+        """
+        return await _pausing(
+            runtime,
+            tool_context,
+            lambda record: transitions.request_exit(
+                record, summary=summary, call_id=_call_id(tool_context), now=runtime.now()
+            ),
+        )
+
+    async def ask_user_question(
+        question: str, tool_context: ToolContext, options: list[str] | None = None
+    ) -> dict[str, Any] | None:
+        """Ask the user a clarifying question while planning. The run pauses for the answer.
+
+        Args:
+            question: The question.
+            options: Suggested answers, if there are natural choices.
+        """
+        return await _pausing(
+            runtime,
+            tool_context,
+            lambda record: transitions.ask_question(
+                record,
+                question=question,
+                options=options,
+                call_id=_call_id(tool_context),
+                now=runtime.now(),
+            ),
+        )
+
+    return [
+        LongRunningFunctionTool(enter_plan_mode),
+        FunctionTool(update_plan_content),
+        LongRunningFunctionTool(exit_plan_mode),
+        LongRunningFunctionTool(ask_user_question),
+    ]
+
+
+def _call_id(tool_context: ToolContext) -> str:
+    return tool_context.function_call_id or ""
+
+
+async def _pausing(runtime: PlanRuntime, tool_context: ToolContext, step: Any) -> dict | None:
+    """Run a transition that opens a human request; ``None`` tells ADK to pause the run."""
+    scope = scope_of(tool_context, runtime.branch)
+    loaded = await runtime.load(scope)
+    if loaded.unreadable:
+        return _unreadable(loaded.unreadable)
+    if not _call_id(tool_context):
+        return {"error": "INVALID_STATE: this tool must be called as a function call with an id"}
+    try:
+        transition: Transition = step(loaded.state.record)
+    except PlanError as exc:
+        return exc.to_result()
+    state = loaded.state.model_copy(update={"record": transition.record})
+    try:
+        await runtime.commit(scope, loaded, state, [transition])
+    except Conflict as exc:
+        return _conflict(exc)
+    await _mirror_while_paused(runtime, tool_context, transition.record)
+    return None
+
+
+async def _mirror_while_paused(
+    runtime: PlanRuntime, tool_context: ToolContext, record: PlanRecord
+) -> None:
+    """A paused tool emits no event, so its state delta would be lost; append one so UIs
+    reading session state see the pending request right away."""
+    ctx = tool_context.get_invocation_context()
+    event = Event(
+        author=ctx.agent.name,
+        invocation_id=ctx.invocation_id,
+        branch=ctx.branch,
+        actions=EventActions(state_delta={runtime.state_key: record.dump()}),
+    )
+    await ctx.session_service.append_event(ctx.session, event)
+
+
+def _unreadable(reason: str) -> dict[str, Any]:
+    return {
+        "error": f"PLAN_STATE_UNREADABLE: {reason}; ask the user to leave Plan Mode (/plan off)"
+    }
+
+
+def _conflict(exc: Conflict) -> dict[str, Any]:
+    return {
+        "error": "PLAN_CONFLICT: the plan was changed by another call at the same time "
+        f"({exc}); nothing was applied. Look at the current plan and retry if still needed."
+    }

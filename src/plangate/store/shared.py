@@ -1,0 +1,35 @@
+"""One open ``Store`` per database URL and event loop.
+
+Async engines are bound to the loop that created them, so a store opened in one loop
+(a test, a CLI run) is never handed to another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+
+from plangate.store.store import Store
+from plangate.store.urls import resolve_database_url
+
+__all__ = ["shared_store"]
+
+_stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Store]] = (
+    weakref.WeakKeyDictionary()
+)
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def shared_store(url: str | None = None) -> Store:
+    url = resolve_database_url(url)
+    loop = asyncio.get_running_loop()
+    stores = _stores.setdefault(loop, {})
+    if url in stores:
+        return stores[url]
+    lock = _locks.setdefault(loop, asyncio.Lock())
+    async with lock:
+        if url not in stores:
+            stores[url] = await Store.open(url)
+    return stores[url]
