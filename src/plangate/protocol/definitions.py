@@ -9,7 +9,7 @@ functions below interpret that data; there is no per-protocol branch.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -62,6 +62,7 @@ __all__ = [
     "protocols_allowing",
     "record_action",
     "register_protocols",
+    "segment_id_for",
     "start_segment",
 ]
 
@@ -164,7 +165,9 @@ class ProtocolDefinition(_Model):
         raise ProtocolError(f"PROTOCOL_PHASE_UNKNOWN:{self.ref}:{name}")
 
 
-def register_protocols(*definitions: ProtocolDefinition) -> Mapping[ProtocolRef, ProtocolDefinition]:
+def register_protocols(
+    *definitions: ProtocolDefinition,
+) -> Mapping[ProtocolRef, ProtocolDefinition]:
     """Index definitions by reference; registering one reference twice is an error."""
     registry: dict[ProtocolRef, ProtocolDefinition] = {}
     for definition in definitions:
@@ -263,9 +266,7 @@ DATA_ANALYSIS = ProtocolDefinition(
             actions=(*_DATA_READS, *_ANALYSIS_WRAP_UP),
             transitions=(
                 _BACK_TO_EXECUTION,
-                Transition(
-                    to="synthesis", requires=frozenset({RESULT_VALIDATED, EVIDENCE_BOUND})
-                ),
+                Transition(to="synthesis", requires=frozenset({RESULT_VALIDATED, EVIDENCE_BOUND})),
             ),
         ),
         Phase(
@@ -365,19 +366,22 @@ class ProtocolState(_Model):
     ledger: tuple[LedgerEntry, ...] = ()
 
 
+def segment_id_for(run_id: str, index: int = 1) -> str:
+    return f"{run_id}:segment:{index}"
+
+
 def start_segment(
     protocol: ProtocolRef,
-    run_id: str,
+    segment_id: str,
     *,
-    segment_index: int = 1,
     requirements: Iterable[str] = (),
     definitions: Mapping[ProtocolRef, ProtocolDefinition] = DEFINITIONS,
 ) -> ProtocolState:
-    """A fresh segment ``<run>:segment:<n>`` in the protocol's initial phase."""
+    """A fresh segment in the protocol's initial phase, its requirements all pending."""
     definition = _definition(protocol, definitions)
     return ProtocolState(
         protocol=protocol,
-        segment_id=f"{run_id}:segment:{segment_index}",
+        segment_id=segment_id,
         phase=definition.initial_phase,
         domain=DomainState(requirements=dict.fromkeys(requirements, "pending")),
     )
@@ -518,9 +522,7 @@ def authorize_action(
             f"{state.phase}."
         )
         if targets and HANDOFF_ACTION in allowed:
-            hint += (
-                f" If the task needs it, propose a handoff to {targets[0]} with {HANDOFF_TOOL}."
-            )
+            hint += f" If the task needs it, propose a handoff to {targets[0]} with {HANDOFF_TOOL}."
         return Rejected(
             action=action,
             code=ACTION_NOT_ALLOWED_IN_PHASE,

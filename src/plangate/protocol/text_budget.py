@@ -47,8 +47,11 @@ def truncate_text(text: str, max_chars: int, *, ellipsis: str = "", keep: str = 
             start += 1
         return ellipsis + text[start:]
     end = room
-    if end > 0 and _is_high_surrogate(text[end - 1]) and end < len(text) and _is_low_surrogate(
-        text[end]
+    if (
+        end > 0
+        and _is_high_surrogate(text[end - 1])
+        and end < len(text)
+        and _is_low_surrogate(text[end])
     ):
         end -= 1
     return text[:end] + ellipsis
