@@ -19,7 +19,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -185,9 +185,7 @@ class DataCatalog:
             tables = self._list_tables(conn)
         except duckdb.Error as err:
             conn.close()
-            raise DataError(
-                "INVALID_FILE", f"cannot read {file.name!r} as {kind}: {err}"
-            ) from None
+            raise DataError("INVALID_FILE", f"cannot read {file.name!r} as {kind}: {err}") from None
         if not tables:
             conn.close()
             raise DataError("INVALID_FILE", f"{file.name!r} contains no tables")
@@ -273,10 +271,8 @@ class DataCatalog:
             cur.begin()
             yield cur
         finally:
-            try:
+            with suppress(duckdb.Error):
                 cur.rollback()
-            except duckdb.Error:
-                pass
             cur.close()
 
     def row_count(self, source: str, table: str) -> int:

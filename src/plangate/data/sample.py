@@ -260,21 +260,23 @@ def _sql_text(text: str) -> str:
 
 def _write(path: Path, seed: int) -> None:
     data = generate_sample(seed)
-    with tempfile.TemporaryDirectory(prefix="plangate-sample-") as tmp:
-        with duckdb.connect(str(path)) as conn:
-            for table, ddl in _DDL.items():
-                conn.execute(f"CREATE TABLE {table} ({ddl})")
-                csv_path = Path(tmp) / f"{table}.csv"
-                with csv_path.open("w", newline="") as fh:
-                    csv.writer(fh).writerows(data[table])
-                conn.execute(f"COPY {table} FROM {_sql_text(str(csv_path))} (HEADER false)")
-                comment, column_comments = _COMMENTS[table]
-                if table == "orders":
-                    comment = f"{comment} {_provenance(seed)}"
-                conn.execute(f"COMMENT ON TABLE {table} IS {_sql_text(comment)}")
-                for column, text in column_comments.items():
-                    conn.execute(f"COMMENT ON COLUMN {table}.{column} IS {_sql_text(text)}")
-            conn.execute("CHECKPOINT")
+    with (
+        tempfile.TemporaryDirectory(prefix="plangate-sample-") as tmp,
+        duckdb.connect(str(path)) as conn,
+    ):
+        for table, ddl in _DDL.items():
+            conn.execute(f"CREATE TABLE {table} ({ddl})")
+            csv_path = Path(tmp) / f"{table}.csv"
+            with csv_path.open("w", newline="") as fh:
+                csv.writer(fh).writerows(data[table])
+            conn.execute(f"COPY {table} FROM {_sql_text(str(csv_path))} (HEADER false)")
+            comment, column_comments = _COMMENTS[table]
+            if table == "orders":
+                comment = f"{comment} {_provenance(seed)}"
+            conn.execute(f"COMMENT ON TABLE {table} IS {_sql_text(comment)}")
+            for column, text in column_comments.items():
+                conn.execute(f"COMMENT ON COLUMN {table}.{column} IS {_sql_text(text)}")
+        conn.execute("CHECKPOINT")
 
 
 def build_sample_database(path: str | os.PathLike[str], seed: int = DEFAULT_SEED) -> Path:

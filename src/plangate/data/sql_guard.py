@@ -159,7 +159,9 @@ def validate_readonly_sql(
             raise SqlGuardError(
                 SQL_NOT_READ_ONLY, f"only SELECT queries are allowed; got {keyword}"
             ) from None
-        raise SqlGuardError(SQL_PARSE_ERROR, f"could not parse the query: {_describe(err)}") from None
+        raise SqlGuardError(
+            SQL_PARSE_ERROR, f"could not parse the query: {_describe(err)}"
+        ) from None
     if not statements:
         raise SqlGuardError(SQL_PARSE_ERROR, "the query is empty")
     if len(statements) > 1:

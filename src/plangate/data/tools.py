@@ -79,9 +79,7 @@ def to_jsonable(value: Any) -> Any:
 
 def canonical_json(value: Any) -> str:
     """Deterministic JSON: sorted keys, no spaces, JSON-safe values."""
-    return json.dumps(
-        to_jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
@@ -246,7 +244,9 @@ class DataTools:
           "distinct_count", "truncated"}.
         """
         name = self.catalog.resolve_table(source, table)
-        columns = {c["name"].lower(): c["name"] for c in self.catalog.describe(source, name)["columns"]}
+        columns = {
+            c["name"].lower(): c["name"] for c in self.catalog.describe(source, name)["columns"]
+        }
         col = columns.get(str(column).lower())
         if col is None:
             return _error(
@@ -544,7 +544,11 @@ class DataTools:
         """
         if not str(claim or "").strip():
             return _error("CLAIM_REQUIRED", "state the claim the rows support")
-        if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and r for r in rows):
+        if (
+            not isinstance(rows, list)
+            or not rows
+            or not all(isinstance(r, dict) and r for r in rows)
+        ):
             return _error(
                 "EVIDENCE_EMPTY", "give at least one non-empty row object from the result"
             )
