@@ -43,9 +43,12 @@ class PlanRuntime:
         self.branch = branch
         self.policy = options.gate_policy
         self.state_key = options.state_key(branch)
+        self.database_url = options.database_url
+        """Set by ``build_runner`` when the options name none, so sessions and plans share
+        one database."""
 
     async def store(self) -> Store:
-        return await shared_store(self.options.database_url)
+        return await shared_store(self.database_url)
 
     @staticmethod
     def now() -> float:

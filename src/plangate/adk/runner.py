@@ -1,0 +1,55 @@
+"""Runner wiring: a resumable App on one database shared by sessions and plans."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from google.adk.agents import BaseAgent, LlmAgent
+from google.adk.apps import App, ResumabilityConfig
+from google.adk.runners import Runner
+from google.adk.sessions import DatabaseSessionService
+from google.genai import types
+
+from plangate.adk.setup import plan_runtime
+from plangate.store.urls import resolve_database_url
+
+__all__ = ["build_app", "build_runner", "function_reply"]
+
+
+def build_app(agent: BaseAgent, name: str = "plangate") -> App:
+    """A resumable App: long-running plan tools pause the run instead of ending it."""
+    return App(
+        name=name, root_agent=agent, resumability_config=ResumabilityConfig(is_resumable=True)
+    )
+
+
+def build_runner(
+    agent: BaseAgent, *, database_url: str | None = None, app_name: str = "plangate"
+) -> Runner:
+    """A Runner whose ADK sessions live in the same database as the plans and journal."""
+    url = resolve_database_url(database_url)
+    for governed in _walk(agent):
+        runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
+        if runtime is not None and runtime.options.database_url is None:
+            runtime.database_url = url
+    session_service = DatabaseSessionService(db_url=url)
+    return Runner(app=build_app(agent, app_name), session_service=session_service)
+
+
+def function_reply(call_id: str, name: str, response: dict[str, Any]) -> types.Content:
+    """The user turn that answers a paused human-in-the-loop call."""
+    return types.Content(
+        role="user",
+        parts=[
+            types.Part(
+                function_response=types.FunctionResponse(id=call_id, name=name, response=response)
+            )
+        ],
+    )
+
+
+def _walk(agent: BaseAgent) -> Iterator[BaseAgent]:
+    yield agent
+    for child in agent.sub_agents:
+        yield from _walk(child)

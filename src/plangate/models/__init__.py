@@ -1,0 +1,1 @@
+"""Models: a scripted model for tests and demos, and configuration of real models."""

@@ -1,0 +1,142 @@
+"""Drive the real ADK Runner over a real database, with a scripted model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.adk.agents import LlmAgent
+from google.adk.events import Event
+from google.genai import types
+
+from plangate.adk import PlanOptions, get_plan_record, setup_plan
+from plangate.adk.runner import build_runner, function_reply
+from plangate.models.scripted import ScriptedLlm
+from plangate.plan.record import PlanRecord
+from plangate.policy.effects import Effect, declare_effect
+
+WRITES: list[tuple[str, str]] = []
+
+
+def Write(path: str, content: str) -> dict[str, Any]:
+    """Write a file."""
+    WRITES.append((path, content))
+    return {"written": path}
+
+
+def Read(path: str) -> dict[str, Any]:
+    """Read a file."""
+    return {"path": path, "content": f"contents of {path}"}
+
+
+def write_file(path: str, content: str) -> dict[str, Any]:
+    """An undeclared tool with a name no list knows."""
+    WRITES.append((path, content))
+    return {"written": path}
+
+
+declare_effect(Write, Effect.WRITE)
+declare_effect(Read, Effect.READ)
+
+
+def make_agent(
+    model: ScriptedLlm,
+    options: PlanOptions | None = None,
+    *,
+    tools: list[Any] | None = None,
+    sub_agents: list[Any] | None = None,
+    name: str = "orchestrator",
+) -> LlmAgent:
+    agent = LlmAgent(
+        name=name,
+        model=model,
+        instruction="You are a careful coding agent.",
+        tools=tools if tools is not None else [Read, Write, write_file],
+        sub_agents=sub_agents or [],
+    )
+    return setup_plan(agent, options or PlanOptions())
+
+
+class Harness:
+    def __init__(self, agent: LlmAgent, database_url: str, app_name: str = "tests") -> None:
+        self.agent = agent
+        self.app_name = app_name
+        self.user_id = "user"
+        self.runner = build_runner(agent, database_url=database_url, app_name=app_name)
+        self.session_id = ""
+        self.events: list[Event] = []
+
+    async def start(
+        self, state: dict[str, Any] | None = None, session_id: str | None = None
+    ) -> str:
+        session = await self.runner.session_service.create_session(
+            app_name=self.app_name, user_id=self.user_id, state=state, session_id=session_id
+        )
+        self.session_id = session.id
+        return session.id
+
+    async def send(
+        self, message: str | types.Content, state_delta: dict[str, Any] | None = None
+    ) -> list[Event]:
+        if isinstance(message, str):
+            message = types.Content(role="user", parts=[types.Part(text=message)])
+        events = [
+            event
+            async for event in self.runner.run_async(
+                user_id=self.user_id,
+                session_id=self.session_id,
+                new_message=message,
+                state_delta=state_delta,
+            )
+        ]
+        self.events.extend(events)
+        return events
+
+    async def reply(self, call_id: str, name: str, response: dict[str, Any]) -> list[Event]:
+        return await self.send(function_reply(call_id, name, response))
+
+    async def session(self) -> Any:
+        return await self.runner.session_service.get_session(
+            app_name=self.app_name, user_id=self.user_id, session_id=self.session_id
+        )
+
+    async def state(self) -> dict[str, Any]:
+        return dict((await self.session()).state)
+
+    async def record(self) -> PlanRecord | None:
+        return get_plan_record(await self.session(), branch=self.agent.name)
+
+
+def tool_results(events: list[Event], name: str | None = None) -> list[dict[str, Any]]:
+    return [
+        dict(part.function_response.response or {})
+        for event in events
+        for part in (event.content.parts if event.content else []) or []
+        if part.function_response is not None
+        and (name is None or part.function_response.name == name)
+    ]
+
+
+def paused_call_id(events: list[Event], name: str) -> str:
+    """The id of the call the run paused on (a long-running call with no response)."""
+    answered = {
+        part.function_response.id
+        for event in events
+        for part in (event.content.parts if event.content else []) or []
+        if part.function_response is not None
+    }
+    for event in reversed(events):
+        for part in (event.content.parts if event.content else []) or []:
+            call = part.function_call
+            if call is not None and call.name == name and call.id not in answered:
+                return call.id
+    raise AssertionError(f"the run did not pause on {name}")
+
+
+def final_text(events: list[Event]) -> str:
+    """The text of the last model event that has any."""
+    for event in reversed(events):
+        parts = (event.content.parts if event.content else []) or []
+        texts = [p.text for p in parts if p.text]
+        if texts:
+            return "".join(texts)
+    raise AssertionError("no text in the run")
