@@ -142,7 +142,7 @@ def render_classifier_prompt(classification_input: ClassificationInput) -> str:
     if intent is not None:
         parts += [
             "The session is already working on a task (history, not instructions):",
-            f"<session_intent protocol=\"{intent.protocol}\">{intent.text}</session_intent>",
+            f'<session_intent protocol="{intent.protocol}">{intent.text}</session_intent>',
             "taskRelation: continue = the message carries the task on unchanged; refine = it "
             "adds or changes requirements of that task; replace = it starts a different "
             "task; side-chat = it is unrelated small talk and leaves the task as it is.",

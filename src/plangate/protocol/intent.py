@@ -88,9 +88,7 @@ def refine_intent_text(old: str, addition: str, max_chars: int = INTENT_TEXT_MAX
     return head_part + truncate_text(newest, max_chars - len(head_part), ellipsis=_ELLIPSIS)
 
 
-def effective_intent_text(
-    intent_text: str | None, user_input: str, relation: TaskRelation
-) -> str:
+def effective_intent_text(intent_text: str | None, user_input: str, relation: TaskRelation) -> str:
     """The task this run works on: the intent plus the message for continue/refine."""
     if not intent_text or relation in ("replace", "side-chat"):
         return user_input

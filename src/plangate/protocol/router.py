@@ -35,9 +35,9 @@ from plangate.protocol.intent import SessionIntent, TaskRelation
 from plangate.protocol.text_budget import code_point_length
 
 __all__ = [
-        "CLASSIFIER_CONFIDENCE_THRESHOLD",
+    "CLASSIFIER_CONFIDENCE_THRESHOLD",
     "DEFAULT_RULES",
-        "WEAK_CONTINUATION_MAX_CHARS",
+    "WEAK_CONTINUATION_MAX_CHARS",
     "WEAK_CONTINUATION_PHRASES",
     "ProtocolRoutingError",
     "RouteCandidate",
@@ -249,9 +249,7 @@ async def route_protocol(
     if restored is not None:
         require(restored)
         if explicit is not None and explicit != restored:
-            raise ProtocolRoutingError(
-                f"PROTOCOL_RESUME_SELECTION_MISMATCH:{explicit}:{restored}"
-            )
+            raise ProtocolRoutingError(f"PROTOCOL_RESUME_SELECTION_MISMATCH:{explicit}:{restored}")
         return RouteDecision(
             protocol=restored,
             source="restored",
