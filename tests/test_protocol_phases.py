@@ -20,6 +20,7 @@ from plangate.protocol.definitions import (
     Allowed,
     ProtocolError,
     ProtocolRef,
+    ProtocolState,
     Rejected,
     allowed_actions,
     authorize_action,
@@ -344,3 +345,10 @@ def test_forced_terminal_turns_continue_into_partial():
     assert evaluate_completion(analysis(), force_terminal=True).status == "partial"
     done = run_chain(general(), ["general.answer.commit"])
     assert evaluate_completion(done, force_terminal=True).status == "completed"
+
+
+def test_protocol_state_round_trips_through_json_for_the_store():
+    state = run_chain(analysis(requirements=["r1"]), ["inspect_schema"])
+    payload = state.model_dump_json(by_alias=True)
+    assert '"segmentId":"run-1:segment:1"' in payload
+    assert ProtocolState.model_validate_json(payload) == state

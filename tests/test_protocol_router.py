@@ -439,8 +439,12 @@ async def test_fix_8_3_classifier_failure_continues_the_recorded_intent():
         assert decision.task_relation == "continue"
         assert decision.reason_codes == ("SESSION_INTENT_FALLBACK",)
         assert len(decision.warnings) == 1
-    # An out-of-set answer is a warning, not a failed run.
     assert decision.warnings[0].startswith("PROTOCOL_CLASSIFIER_OUTPUT_INVALID")
+    # No classifier configured at all: the recorded task still wins.
+    decision = await route_protocol("把结果画成图", authorized=BOTH, intent=DATA_INTENT)
+    assert (decision.protocol, decision.task_relation) == (DATA_ANALYSIS_REF, "continue")
+    assert decision.warnings == ("PROTOCOL_CLASSIFIER_UNAVAILABLE",)
+    # An out-of-set answer is a warning, not a failed run.
     out_of_set = await route_protocol(
         "x y z",
         authorized=BOTH,
