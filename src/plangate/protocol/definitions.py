@@ -553,7 +553,7 @@ class ActionOutcome(_Model):
     requirements: Mapping[str, RequirementStatus] = Field(default_factory=dict)
     """For ``analysis.requirements.commit``: requirement id → reported status."""
     answer_message_id: str | None = None
-    """For ``general.answer.commit``: the assistant message that is the answer."""
+    """For ``general.answer.commit``: the id of the message that holds the answer."""
 
 
 def _follow_facts(definition: ProtocolDefinition, phase: str, facts: frozenset[str]) -> str:
