@@ -164,7 +164,8 @@ def _apply_selection(
     if not key or approved_now:
         return
     selected = context.state.get(key)
-    if selected == state.selection:
+    # No selection at all means the default mode.
+    if (selected or options.agent_state_value) == (state.selection or options.agent_state_value):
         return
     plan_value = options.force_enter_plan_state_value
     if selected == plan_value:
@@ -221,7 +222,13 @@ def _is_plan_reply(reply: types.FunctionResponse, state: PlanSessionState) -> bo
 
 def _canonicalise_replies(llm_request: LlmRequest, state: PlanSessionState) -> None:
     """Show the model the canonical result of each applied reply, in this turn and in every
-    later turn's history; a duplicate or ignored reply is shown as such, with the reason."""
+    later turn's history; a duplicate or ignored reply is shown as such, with the reason.
+
+    A plan call that never got a reply (withdrawn by a user exit, resolved by a mode
+    selection, or still waiting while the user talks) gets a synthetic result, because
+    models reject a function call with no response.
+    """
+    _answer_dangling_calls(llm_request, state)
     seen: set[str] = set()
     for content in llm_request.contents:
         for part in content.parts or []:
@@ -243,6 +250,47 @@ def _canonicalise_replies(llm_request: LlmRequest, state: PlanSessionState) -> N
                 response.response = ReplyIgnored(
                     "duplicate reply: this request was already decided"
                 ).to_result()
+
+
+_WAITING = {
+    "status": "waiting",
+    "message": "The user has not decided this request yet and sent a new message instead; "
+    "answer it. The request stays open.",
+}
+
+
+def _answer_dangling_calls(llm_request: LlmRequest, state: PlanSessionState) -> None:
+    answered = {
+        part.function_response.id
+        for content in llm_request.contents
+        for part in content.parts or []
+        if part.function_response is not None
+    }
+    pending = {p.call_id for p in state.record.pending} if state.record else set()
+    contents: list[types.Content] = []
+    for content in llm_request.contents:
+        contents.append(content)
+        synthetic = []
+        for part in content.parts or []:
+            call = part.function_call
+            if call is None or not call.id or call.id in answered:
+                continue
+            if call.id in state.resolutions:
+                result = state.resolutions[call.id].result
+            elif call.id in pending:
+                result = _WAITING
+            else:
+                continue
+            synthetic.append(
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        id=call.id, name=call.name, response=dict(result)
+                    )
+                )
+            )
+        if synthetic and content is not llm_request.contents[-1]:
+            contents.append(types.Content(role="user", parts=synthetic))
+    llm_request.contents = contents
 
 
 def _inject_prompt(
