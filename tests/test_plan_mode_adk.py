@@ -108,6 +108,21 @@ async def test_canonical_result_in_this_and_later_turns(database_url: str) -> No
         assert "Write tools are unlocked" in result["message"]
 
 
+async def test_canonical_result_when_adk_assigns_the_call_ids(database_url: str) -> None:
+    """ADK strips the ids it generates before calling the model; replies still map."""
+    model = ScriptedLlm(assign_ids=False)
+    h = Harness(make_agent(model), database_url)
+    await h.start()
+    exit_id = await enter_and_draft(h, model)
+    assert exit_id.startswith("adk-")
+    model.add([text("implementing")])
+    await h.reply(exit_id, "exit_plan_mode", {"status": "approved"})
+    result = last_tool_result(model.requests[-1], "exit_plan_mode")
+    assert result["status"] == "approved" and result["plan"]["status"] == "approved"
+    entered = last_tool_result(model.requests[-1], "enter_plan_mode")
+    assert entered["plan"]["status"] == "exploring"
+
+
 async def test_prompts_awareness_then_plan_then_approved_note(database_url: str) -> None:
     model = ScriptedLlm()
     h = Harness(make_agent(model), database_url)

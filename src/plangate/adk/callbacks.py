@@ -77,7 +77,7 @@ def make_before_model(runtime: PlanRuntime) -> Any:
             callback_context.state[runtime.state_key] = record.dump() if record else None
         if approved_now and options.force_enter_plan_state_key:
             callback_context.state[options.force_enter_plan_state_key] = options.agent_state_value
-        _canonicalise_replies(llm_request, state)
+        _canonicalise_replies(llm_request, state, _call_ids(llm_request, callback_context))
         _inject_prompt(runtime, llm_request, state, callback_context)
         return None
 
@@ -220,7 +220,56 @@ def _is_plan_reply(reply: types.FunctionResponse, state: PlanSessionState) -> bo
     )
 
 
-def _canonicalise_replies(llm_request: LlmRequest, state: PlanSessionState) -> None:
+def _call_ids(llm_request: LlmRequest, context: Any) -> dict[int, str]:
+    """The function-call id of each call and response part in the request.
+
+    ADK strips the ids it generated itself before calling the model, so they are
+    recovered by matching each part to the first unused stored part with the same name
+    and payload (the request is built from those events, in order).
+    """
+    pool: list[tuple[str, str, Any, str]] = []
+    for event in context.session.events:
+        for part in (event.content.parts if event.content else []) or []:
+            if part.function_call is not None and part.function_call.id:
+                call = part.function_call
+                pool.append(("call", call.name or "", dict(call.args or {}), call.id))
+            elif part.function_response is not None and part.function_response.id:
+                response = part.function_response
+                pool.append(("response", response.name or "", response.response, response.id))
+    used = [False] * len(pool)
+    ids: dict[int, str] = {}
+    for content in llm_request.contents:
+        for part in content.parts or []:
+            if part.function_call is not None:
+                kind, name, payload = (
+                    "call",
+                    part.function_call.name,
+                    dict(part.function_call.args or {}),
+                )
+                known = part.function_call.id
+            elif part.function_response is not None:
+                kind, name, payload = (
+                    "response",
+                    part.function_response.name,
+                    part.function_response.response,
+                )
+                known = part.function_response.id
+            else:
+                continue
+            if known:
+                ids[id(part)] = known
+                continue
+            for index, (k, n, p, call_id) in enumerate(pool):
+                if not used[index] and k == kind and n == name and p == payload:
+                    used[index] = True
+                    ids[id(part)] = call_id
+                    break
+    return ids
+
+
+def _canonicalise_replies(
+    llm_request: LlmRequest, state: PlanSessionState, ids: dict[int, str]
+) -> None:
     """Show the model the canonical result of each applied reply, in this turn and in every
     later turn's history; a duplicate or ignored reply is shown as such, with the reason.
 
@@ -228,21 +277,22 @@ def _canonicalise_replies(llm_request: LlmRequest, state: PlanSessionState) -> N
     selection, or still waiting while the user talks) gets a synthetic result, because
     models reject a function call with no response.
     """
-    _answer_dangling_calls(llm_request, state)
+    _answer_dangling_calls(llm_request, state, ids)
     seen: set[str] = set()
     for content in llm_request.contents:
         for part in content.parts or []:
             response = part.function_response
-            if response is None or not response.id:
+            call_id = ids.get(id(part))
+            if response is None or not call_id:
                 continue
-            resolution = state.resolutions.get(response.id)
-            ignored = state.ignored.get(response.id)
+            resolution = state.resolutions.get(call_id)
+            ignored = state.ignored.get(call_id)
             if (
                 resolution is not None
-                and response.id not in seen
+                and call_id not in seen
                 and (resolution.reply is None or response.response == resolution.reply)
             ):
-                seen.add(response.id)
+                seen.add(call_id)
                 response.response = resolution.result
             elif ignored is not None and response.response == ignored.reply:
                 response.response = ReplyIgnored(ignored.reason).to_result()
@@ -259,9 +309,11 @@ _WAITING = {
 }
 
 
-def _answer_dangling_calls(llm_request: LlmRequest, state: PlanSessionState) -> None:
+def _answer_dangling_calls(
+    llm_request: LlmRequest, state: PlanSessionState, ids: dict[int, str]
+) -> None:
     answered = {
-        part.function_response.id
+        ids.get(id(part))
         for content in llm_request.contents
         for part in content.parts or []
         if part.function_response is not None
@@ -273,21 +325,18 @@ def _answer_dangling_calls(llm_request: LlmRequest, state: PlanSessionState) -> 
         synthetic = []
         for part in content.parts or []:
             call = part.function_call
-            if call is None or not call.id or call.id in answered:
+            call_id = ids.get(id(part))
+            if call is None or not call_id or call_id in answered:
                 continue
-            if call.id in state.resolutions:
-                result = state.resolutions[call.id].result
-            elif call.id in pending:
+            if call_id in state.resolutions:
+                result = state.resolutions[call_id].result
+            elif call_id in pending:
                 result = _WAITING
             else:
                 continue
-            synthetic.append(
-                types.Part(
-                    function_response=types.FunctionResponse(
-                        id=call.id, name=call.name, response=dict(result)
-                    )
-                )
-            )
+            # Keep the request's own id convention: ADK strips ids it generated.
+            reply = types.FunctionResponse(id=call.id, name=call.name, response=dict(result))
+            synthetic.append(types.Part(function_response=reply))
         if synthetic and content is not llm_request.contents[-1]:
             contents.append(types.Content(role="user", parts=synthetic))
     llm_request.contents = contents

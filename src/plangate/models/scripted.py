@@ -30,6 +30,8 @@ class ScriptedLlm(BaseLlm):
     model: str = "scripted"
     steps: list[Any] = Field(default_factory=list)
     requests: list[LlmRequest] = Field(default_factory=list)
+    assign_ids: bool = True
+    """Give calls ids of the model's own; False leaves it to ADK, like Gemini does."""
     _counter: int = PrivateAttr(default=0)
 
     def add(self, *steps: Step) -> ScriptedLlm:
@@ -45,7 +47,7 @@ class ScriptedLlm(BaseLlm):
         step = self.steps.pop(0)
         parts = list(step(llm_request) if callable(step) else step)
         for part in parts:
-            if part.function_call is not None and not part.function_call.id:
+            if self.assign_ids and part.function_call is not None and not part.function_call.id:
                 self._counter += 1
                 part.function_call.id = f"call-{self._counter}-{id(self) % 10_000}"
         yield LlmResponse(content=types.Content(role="model", parts=parts))

@@ -1,0 +1,61 @@
+"""Choosing a model: the offline demo by default, real models by one setting.
+
+    demo                      the offline demo model (default)
+    gemini-2.5-flash          Gemini through ADK (GOOGLE_API_KEY)
+    openai:<model>            any OpenAI-compatible endpoint (OPENAI_API_KEY, OPENAI_BASE_URL):
+                              OpenAI, DeepSeek, Ollama, vLLM
+    anthropic:<model>         Anthropic (ANTHROPIC_API_KEY)
+
+``PLANGATE_MODEL`` sets the default. OpenAI-compatible and Anthropic models need the
+``models`` extra (``pip install 'plangate[models]'``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from google.adk.models.base_llm import BaseLlm
+
+__all__ = ["describe_model", "resolve_model"]
+
+
+def resolve_model(spec: str | None = None) -> BaseLlm | str:
+    spec = (spec or os.environ.get("PLANGATE_MODEL") or "demo").strip()
+    if spec == "demo":
+        from plangate.models.demo import DemoModel
+
+        return DemoModel()
+    provider, sep, name = spec.partition(":")
+    if not sep:
+        if spec.startswith("gemini"):
+            return spec
+        raise ValueError(
+            f"unknown model {spec!r}: use 'demo', a Gemini name, 'openai:<model>' or "
+            "'anthropic:<model>'"
+        )
+    if not name:
+        raise ValueError(f"model {spec!r} needs a name after '{provider}:'")
+    if provider == "gemini":
+        return name
+    if provider not in ("openai", "anthropic"):
+        raise ValueError(f"unknown model provider {provider!r}: use gemini, openai or anthropic")
+    try:
+        from google.adk.models.lite_llm import LiteLlm
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise ValueError(
+            f"{provider} models need the 'models' extra: pip install 'plangate[models]'"
+        ) from exc
+    if provider == "openai":
+        kwargs = {}
+        if base := os.environ.get("OPENAI_BASE_URL"):
+            kwargs["api_base"] = base
+        return LiteLlm(model=f"openai/{name}", **kwargs)
+    return LiteLlm(model=f"anthropic/{name}")
+
+
+def describe_model(model: BaseLlm | str) -> str:
+    from plangate.models.demo import DemoModel
+
+    if isinstance(model, DemoModel):
+        return "offline demo (scripted, not an LLM)"
+    return model if isinstance(model, str) else model.model
