@@ -62,7 +62,7 @@ async def test_leaving_while_an_approval_waits_withdraws_it(database_url: str) -
     await session.select_plan()
     model.add([call("update_plan_content", content="1. x")], [call("exit_plan_mode")])
     await collect(session, "task")
-    [request] = await session.pending()
+    assert len(await session.pending()) == 1
     await session.leave_plan()
     assert await session.pending() == []
     model.add([call("Write", path="a", content="b")], [text("ok")])
