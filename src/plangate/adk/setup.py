@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
-from google.adk.agents import BaseAgent, LlmAgent
+from google.adk.agents import LlmAgent
 
+from plangate.adk.boundary import install_boundary
 from plangate.adk.callbacks import make_before_model, make_gate
 from plangate.adk.options import PlanOptions
 from plangate.adk.runtime import PlanRuntime
@@ -38,9 +38,7 @@ def setup_plan(agent: LlmAgent, options: PlanOptions | None = None) -> LlmAgent:
         *_as_list(agent.before_model_callback),
         make_before_model(runtime),
     ]
-    gate = make_gate(runtime)
-    for governed in _llm_agents(agent):
-        governed.before_tool_callback = [gate, *_as_list(governed.before_tool_callback)]
+    install_boundary(agent).add(make_gate(runtime), order=0)
     return agent
 
 
@@ -82,10 +80,3 @@ def _as_list(callback: Any) -> list[Any]:
     if callback is None:
         return []
     return list(callback) if isinstance(callback, list) else [callback]
-
-
-def _llm_agents(agent: BaseAgent) -> Iterator[LlmAgent]:
-    if isinstance(agent, LlmAgent):
-        yield agent
-    for child in agent.sub_agents:
-        yield from _llm_agents(child)
