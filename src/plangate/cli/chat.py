@@ -1,0 +1,384 @@
+"""``plangate chat``: the terminal front end of the coding agent."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import shlex
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.genai import types
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.text import Text
+
+from plangate.adk.runner import build_runner
+from plangate.adk.session import PlanSession
+from plangate.agent.coding_agent import build_coding_agent
+from plangate.agent.todos import todos_state_key
+from plangate.agent.workspace import copy_sample_workspace
+from plangate.cli.render import (
+    render_call,
+    render_pending,
+    render_plan,
+    render_result,
+    render_todos,
+)
+from plangate.models.config import describe_model, resolve_model
+from plangate.models.demo import DemoModel
+from plangate.plan.record import PendingRequest
+
+__all__ = ["add_chat_parser", "run_chat"]
+
+HELP = """Commands:
+  /plan             select Plan Mode (applies from the next step)
+  /plan <message>   select Plan Mode, then send the message
+  /plan off         leave Plan Mode (cancels an active plan) or cancel a pending entry
+  /status           mode, plan status and pending requests
+  /journal          the session's governance journal
+  /help             this help
+  /quit             leave (the session is saved; resume with --session)"""
+
+
+def add_chat_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser("chat", help="talk to the coding agent in the terminal")
+    parser.add_argument(
+        "--workspace", help="project folder (default: a copy of the sample project)"
+    )
+    parser.add_argument("--session", help="resume this session id (default: a new session)")
+    parser.add_argument("--model", help="demo (default), a Gemini name, openai:<m>, anthropic:<m>")
+    parser.add_argument("--database", help="database URL (default: .plangate/plangate.db)")
+    parser.set_defaults(func=run_chat)
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    import asyncio
+
+    try:
+        return asyncio.run(Chat.create(args).run())
+    except KeyboardInterrupt:
+        return 130
+
+
+def default_workspace() -> Path:
+    return copy_sample_workspace(Path.cwd() / ".plangate" / "workspace")
+
+
+class Chat:
+    def __init__(self, console: Console, session: PlanSession, workspace: Path, model: Any) -> None:
+        self.console = console
+        self.session = session
+        self.workspace = workspace
+        self.model = model
+        self.streaming = not isinstance(model, DemoModel)
+
+    @classmethod
+    def create(cls, args: argparse.Namespace) -> _Starter:
+        return _Starter(args)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> int:
+        self._header()
+        await self._resolve_pending()
+        while True:
+            line = self._input("you> ")
+            if line is None:
+                self.console.print(
+                    f"\nBye. Resume with: plangate chat --session {self.session.session_id}"
+                )
+                return 0
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if await self._command(line) == "quit":
+                    self.console.print(
+                        f"Bye. Resume with: plangate chat --session {self.session.session_id}"
+                    )
+                    return 0
+                continue
+            await self._turn(line)
+
+    async def _command(self, line: str) -> str | None:
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if name in ("/quit", "/exit"):
+            return "quit"
+        if name == "/help":
+            self.console.print(HELP)
+        elif name == "/status":
+            await self._status()
+        elif name == "/journal":
+            await self._journal()
+        elif name == "/plan":
+            if rest == "off":
+                self.console.print(Text(await self.session.leave_plan(), "magenta"))
+            else:
+                self.console.print(Text(await self.session.select_plan(), "magenta"))
+                if rest:
+                    await self._turn(rest)
+        else:
+            self._warn(f"Unknown command {name}. Type /help.")
+        return None
+
+    async def _turn(self, message: str | types.Content) -> None:
+        before = await self.session.record()
+        before_key = (before.id, before.status, before.content_revisions) if before else None
+        streamed = False
+        run_config = RunConfig(streaming_mode=StreamingMode.SSE) if self.streaming else None
+        with self.console.status("[cyan]working…", spinner="dots") as status:
+            try:
+                async for event in self.session.run(message, run_config=run_config):
+                    streamed = self._show(event, streamed, status)
+            except Exception as exc:  # a model or network failure must not lose the session
+                self.console.print(f"[bold red]The run failed: {type(exc).__name__}: {exc}[/]")
+                self.console.print("The session is saved; you can retry or /quit.")
+        after = await self.session.record()
+        after_key = (after.id, after.status, after.content_revisions) if after else None
+        if after is not None and after_key != before_key and not after.pending:
+            render_plan(self.console, after)
+        await self._resolve_pending()
+
+    def _show(self, event: Any, streamed: bool, status: Any) -> bool:
+        parts = (event.content.parts if event.content else []) or []
+        for part in parts:
+            if part.text and not getattr(part, "thought", False):
+                # Model text is never Rich markup: "[demo]" or "[a]" must print as typed.
+                if event.partial:
+                    self.console.print(Text(part.text), end="")
+                    streamed = True
+                elif streamed:
+                    self.console.print()
+                    streamed = False
+                else:
+                    self.console.print(Text.assemble(("● ", "bold"), part.text))
+            elif part.function_call is not None:
+                render_call(
+                    self.console, part.function_call.name or "", dict(part.function_call.args or {})
+                )
+                status.update(f"[cyan]running {part.function_call.name}…")
+            elif part.function_response is not None:
+                name = part.function_response.name or ""
+                result = dict(part.function_response.response or {})
+                render_result(self.console, name, result)
+                if name == "todo_write" and "todos" in result:
+                    render_todos(self.console, result["todos"])
+                status.update("[cyan]working…")
+        return streamed
+
+    # -- human-in-the-loop ----------------------------------------------------------------
+
+    async def _resolve_pending(self) -> None:
+        """Ask the user about each request the run paused on, then resume the run."""
+        while True:
+            pending = await self.session.pending()
+            if not pending:
+                return
+            request = pending[0]
+            record = await self.session.record()
+            render_pending(self.console, request, record)
+            reply = await self._ask(request, record)
+            if reply is None:  # the user left plan mode or quit the prompt
+                return
+            await self._turn(reply)
+            return
+
+    async def _ask(self, request: PendingRequest, record: Any) -> types.Content | None:
+        while True:
+            if request.kind == "enter":
+                answer = self._input("Enter Plan Mode? (y)es / (n)o: ")
+            elif request.kind == "question":
+                answer = self._input("Your answer (option number or text): ")
+            else:
+                answer = self._input(
+                    "Approve this plan? [a]pprove / [e]dit then approve / [r]eject: "
+                )
+            if answer is None:
+                return None
+            answer = answer.strip()
+            if answer.startswith("/"):
+                await self._command(answer)
+                if not await self.session.pending():
+                    return None
+                continue
+            reply = self._reply(request, record, answer)
+            if reply is not None:
+                return reply
+
+    def _reply(self, request: PendingRequest, record: Any, answer: str) -> types.Content | None:
+        lowered = answer.lower()
+        if request.kind == "enter":
+            if lowered in ("y", "yes"):
+                return PlanSession.confirm_enter(request, True)
+            if lowered in ("n", "no"):
+                note = self._input("Note for the agent (optional): ") or None
+                return PlanSession.confirm_enter(request, False, note)
+        elif request.kind == "question":
+            options = request.payload.get("options") or []
+            if answer.isdigit() and 1 <= int(answer) <= len(options):
+                return PlanSession.answer(request, options[int(answer) - 1])
+            if answer:
+                return PlanSession.answer(request, answer)
+        else:
+            if lowered in ("a", "approve"):
+                return PlanSession.approve(request)
+            if lowered in ("e", "edit"):
+                edited = self._edit(record.content)
+                if edited is None:
+                    return (
+                        None if False else self._retry("The editor failed; nothing was approved.")
+                    )
+                if edited.strip() == record.content.strip():
+                    self.console.print("[dim]No changes; approving as shown.[/]")
+                    return PlanSession.approve(request)
+                self._diff(record.content, edited)
+                return PlanSession.approve(request, content=edited)
+            if lowered in ("r", "reject"):
+                note = self._input("What should change? ")
+                if note and note.strip():
+                    return PlanSession.reject(request, note=note.strip())
+                self._warn("A rejection needs a note for the agent.")
+                return None
+        self._warn("Please choose one of the options shown.")
+        return None
+
+    def _warn(self, message: str) -> None:
+        self.console.print(Text(message, "yellow"))
+
+    def _edit(self, content: str) -> str | None:
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as handle:
+            handle.write(content)
+            path = handle.name
+        try:
+            result = subprocess.run([*shlex.split(editor), path], check=False)
+            if result.returncode != 0:
+                return None
+            return Path(path).read_text()
+        except OSError as exc:
+            self.console.print(f"[red]Could not start the editor {editor!r}: {exc}[/]")
+            return None
+        finally:
+            Path(path).unlink(missing_ok=True)
+
+    def _diff(self, old: str, new: str) -> None:
+        diff = difflib.unified_diff(
+            old.splitlines(), new.splitlines(), "shown", "edited", lineterm=""
+        )
+        lines = list(diff)[2:]
+        text = "\n".join(
+            f"[green]{line}[/]"
+            if line.startswith("+")
+            else f"[red]{line}[/]"
+            if line.startswith("-")
+            else line
+            for line in lines
+        )
+        self.console.print(
+            Panel(
+                text or "(no changes)", title="Your edits", border_style="green", title_align="left"
+            )
+        )
+
+    # -- status -------------------------------------------------------------------------
+
+    async def _status(self) -> None:
+        mode = await self.session.mode()
+        record = await self.session.record()
+        pending = await self.session.pending()
+        state = (await self.session.session()).state
+        todos = state.get(todos_state_key(self.session.runtime.branch)) or []
+        lines = [
+            f"session   {self.session.session_id}",
+            f"workspace {self.workspace}",
+            f"model     {describe_model(self.model)}",
+            "mode      "
+            + ("plan" if mode.active else "agent")
+            + (
+                f" (pending: {'plan' if mode.pending else 'agent'} at the next step)"
+                if mode.pending is not None
+                else ""
+            ),
+        ]
+        if record is not None:
+            lines.append(
+                f"plan      {record.status.value} · revision {record.content_revisions} · {record.objective}"
+            )
+        for request in pending:
+            lines.append(f"waiting   {request.kind} request ({request.tool_name})")
+        if todos:
+            done = sum(1 for t in todos if t.get("status") == "completed")
+            lines.append(f"todos     {done}/{len(todos)} completed")
+        self.console.print(Panel(escape("\n".join(lines)), title="Status", title_align="left"))
+
+    async def _journal(self) -> None:
+        for entry in await self.session.journal():
+            event = entry.event
+            change = (
+                f"{event.from_state or '-'} → {event.to_state or '-'}" if event.to_state else ""
+            )
+            detail = (
+                event.detail.get("tool")
+                or event.detail.get("reason")
+                or event.detail.get("note")
+                or ""
+            )
+            self.console.print(
+                f"{entry.seq:>4} {event.kind:<18} {event.actor:<8} {change:<28} rev {event.revision} {detail}"
+            )
+
+    def _header(self) -> None:
+        model = describe_model(self.model)
+        label = " [bold black on yellow] DEMO [/]" if isinstance(self.model, DemoModel) else ""
+        self.console.print(
+            Panel(
+                f"workspace {escape(str(self.workspace))}\nmodel     {escape(model)}{label}\n"
+                f"session   {escape(self.session.session_id)}\n"
+                "Type a task, or /help. /plan selects Plan Mode.",
+                title="plangate chat",
+                border_style="cyan",
+                title_align="left",
+            )
+        )
+
+    def _input(self, prompt: str) -> str | None:
+        try:
+            return self.console.input(Text(prompt, style="bold"))
+        except EOFError:
+            return None
+
+
+class _Starter:
+    """Builds the chat inside the event loop (the store and sessions are loop-bound)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
+    async def run(self) -> int:
+        args = self.args
+        console = Console()
+        try:
+            model = resolve_model(args.model)
+        except ValueError as exc:
+            console.print(f"[red]{exc}[/]")
+            return 2
+        if args.workspace:
+            workspace = Path(args.workspace).expanduser().resolve()
+            if not workspace.is_dir():
+                console.print(f"[red]workspace {workspace} is not a folder[/]")
+                return 2
+        else:
+            workspace = default_workspace()
+        agent = build_coding_agent(workspace, model)
+        runner = build_runner(agent, database_url=args.database)
+        session_id = args.session or uuid.uuid4().hex[:12]
+        session = await PlanSession.open(runner, session_id=session_id)
+        return await Chat(console, session, workspace, model).run()

@@ -1,0 +1,39 @@
+"""The ``plangate`` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+
+__all__ = ["main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="plangate", description="Plan first, then act: agents governed in code."
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    from plangate.cli.chat import add_chat_parser
+
+    add_chat_parser(subparsers)
+    try:
+        from plangate.cli.serve import add_serve_parser
+    except ImportError:
+        pass
+    else:
+        add_serve_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # ADK warns about experimental features on every start; users cannot act on it.
+    warnings.filterwarnings("ignore", category=UserWarning)
+    logging.getLogger("google_adk").setLevel(logging.ERROR)
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
