@@ -1,24 +1,19 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import WRITES
+from harness import WRITES  # noqa: E402
 
-
-@pytest.fixture
-def database_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'plangate.db'}"
-
-
-@pytest.fixture(autouse=True)
-def _clean_writes() -> None:
-    WRITES.clear()
+POSTGRES_ENV = "PLANGATE_TEST_POSTGRES_URL"
 
 
 def require_service(reason: str) -> None:
@@ -26,3 +21,37 @@ def require_service(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"required service missing under CI: {reason}")
     pytest.skip(reason)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Every store-backed test runs on the embedded SQLite file and on PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'plangate.db'}"
+        return
+    server = os.environ.get(POSTGRES_ENV)
+    if not server:
+        require_service(f"PostgreSQL: set {POSTGRES_ENV}=postgresql://user:pw@host:port/db")
+    name = f"plangate_test_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(server, f'CREATE DATABASE "{name}"'))
+    base = server.rsplit("/", 1)[0]
+    yield f"{base}/{name}"
+    asyncio.run(_admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def _admin(server: str, statement: str) -> None:
+    import asyncpg
+
+    try:
+        connection = await asyncpg.connect(server.replace("postgresql+asyncpg://", "postgresql://"))
+    except (OSError, asyncpg.PostgresError) as exc:
+        require_service(f"PostgreSQL at {server} is unreachable: {exc}")
+    try:
+        await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+@pytest.fixture(autouse=True)
+def _clean_writes() -> None:
+    WRITES.clear()
