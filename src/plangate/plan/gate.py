@@ -143,7 +143,9 @@ def decide(
         return GateDecision(True, "not on the write list")
     if call.effect is Effect.READ:
         return GateDecision(True, "declared read-only")
-    if call.name in policy.readonly_tool_names:
+    # A name on the read-only list never outranks a declaration: a tool named "Read" that
+    # declares writes is a write tool.
+    if call.name in policy.readonly_tool_names and call.effect is None:
         return GateDecision(True, "listed read-only")
     if call.effect is Effect.SHELL:
         from plangate.policy.shell import check_read_only_command
