@@ -1,0 +1,608 @@
+"""ADK runs as AG-UI runs: event translation, shared state, interrupts and resume.
+
+One AG-UI run is one ``PlanSession.run``. The stream opens with ``RUN_STARTED`` and a
+``STATE_SNAPSHOT``; each ADK event becomes text, tool-call and tool-result events, and a
+``STATE_DELTA`` (RFC 6902, made by ``jsonpatch``) follows every event that changed the
+plan, the todos or the mode selection. A run that waits for a human ends with
+``RUN_FINISHED`` and an interrupt outcome, one ``Interrupt`` per pending plan request;
+the next run answers them with ``RunAgentInput.resume`` (or, as in the original demo,
+with ``role: "tool"`` messages), which become the bound ``PlanSession`` replies.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    Interrupt,
+    ResumeEntry,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
+)
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.events import Event
+from google.genai import types
+
+from plangate.adk.session import PlanSession
+from plangate.agent.todos import todos_state_key
+from plangate.plan.record import PendingRequest
+
+__all__ = [
+    "BadRunInput",
+    "PreparedRun",
+    "StateKeys",
+    "interrupt_for",
+    "prepare_run",
+    "reply_id",
+    "run_events",
+    "shared_state",
+]
+
+STALE_RESUME = "STALE_RESUME"
+AGENT_ERROR = "AGENT_ERROR"
+
+REASONS = {"enter": "plan_entry", "exit": "plan_approval", "question": "question"}
+
+_DECISION_SCHEMA = {"type": "string", "enum": ["approve", "reject"]}
+_NOTE_SCHEMA = {"type": "string", "description": "Optional note for the agent"}
+
+
+class BadRunInput(ValueError):
+    """Input that is well-formed JSON but cannot be run; answered with a 4xx, nothing changes."""
+
+    def __init__(self, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class StateKeys:
+    """The session-state keys a page shares: the plan record, the todos, the selection."""
+
+    plan: str
+    todos: str
+    selection: str | None
+    plan_value: str
+    agent_value: str
+
+    @classmethod
+    def of(cls, session: PlanSession) -> StateKeys:
+        runtime = session.runtime
+        options = runtime.options
+        return cls(
+            plan=runtime.state_key,
+            todos=todos_state_key(runtime.branch),
+            selection=options.force_enter_plan_state_key,
+            plan_value=options.force_enter_plan_state_value,
+            agent_value=options.agent_state_value,
+        )
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return tuple(k for k in (self.selection, self.plan, self.todos) if k)
+
+
+def shared_state(session_state: dict[str, Any], keys: StateKeys) -> dict[str, Any]:
+    """The AG-UI state of a thread: the shared keys of its ADK session state, as JSON."""
+    return {k: _jsonable(session_state[k]) for k in keys.all if k in session_state}
+
+
+def _jsonable(value: Any) -> Any:
+    # Session state round-trips through the database as JSON already; copy it so that
+    # later diffs never alias live session objects.
+    return json.loads(json.dumps(value, default=str))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- interrupts ---------------------------------------------------------------------------
+
+
+def interrupt_for(request: PendingRequest) -> Interrupt:
+    """The AG-UI interrupt that shows one pending plan request; its id is the approval id."""
+    payload = request.payload
+    metadata: dict[str, Any] = {
+        "kind": request.kind,
+        "tool_name": request.tool_name,
+        "plan_id": payload.get("plan_id"),
+    }
+    if request.kind == "enter":
+        objective = payload.get("objective") or ""
+        message = f"The agent asks to enter Plan Mode for: {objective}"
+        metadata["objective"] = objective
+        schema = {
+            "type": "object",
+            "required": ["decision"],
+            "properties": {"decision": _DECISION_SCHEMA, "reviewer_note": _NOTE_SCHEMA},
+        }
+    elif request.kind == "exit":
+        message = str(payload.get("message") or "Plan submitted for approval.")
+        metadata.update(
+            objective=payload.get("objective"),
+            revision=request.revision,
+            sha256=request.sha256,
+            content=payload.get("content"),
+        )
+        schema = {
+            "type": "object",
+            "required": ["decision"],
+            "properties": {
+                "decision": _DECISION_SCHEMA,
+                "content": {"type": "string", "description": "The plan, edited by the reviewer"},
+                "reviewer_note": _NOTE_SCHEMA,
+                "revision": {"type": "integer", "const": request.revision},
+                "sha256": {"type": "string", "const": request.sha256},
+            },
+        }
+    else:
+        message = str(payload.get("message") or "")
+        metadata.update(question_id=request.question_id, options=payload.get("options"))
+        schema = {
+            "type": "object",
+            "required": ["answer"],
+            "properties": {"answer": {"type": "string", "minLength": 1}},
+        }
+    return Interrupt(
+        id=request.approval_id,
+        reason=REASONS[request.kind],
+        message=message,
+        tool_call_id=request.call_id,
+        response_schema=schema,
+        metadata=metadata,
+    )
+
+
+# -- preparing a run ----------------------------------------------------------------------
+
+
+@dataclass
+class PreparedRun:
+    """What a validated input asks for: one ADK turn, or a refusal reported in the stream."""
+
+    message: types.Content | None = None
+    state_delta: dict[str, Any] | None = None
+    requested_selection: str | None = None
+    replied_calls: tuple[str, ...] = ()
+    stale: str | None = None
+    """Why the input answers nothing pending; the run reports STALE_RESUME and changes nothing."""
+
+
+async def prepare_run(
+    session: PlanSession, run_input: RunAgentInput, *, new_thread: bool = False
+) -> PreparedRun:
+    """Validate ``run_input`` against the thread; raise BadRunInput for input that cannot run.
+
+    Reads only: nothing is written until the run starts (a new thread is not created yet).
+    """
+    keys = StateKeys.of(session)
+    prepared = PreparedRun()
+    selection = _requested_selection(run_input, keys)
+    if selection is not None and keys.selection:
+        prepared.requested_selection = selection
+        current = None if new_thread else await session.selection()
+        if selection != (current or keys.agent_value):
+            prepared.state_delta = {keys.selection: selection}
+    pending = [] if new_thread else await session.pending()
+    if run_input.resume:
+        return _from_resume(prepared, run_input.resume, pending)
+    replies = _trailing_tool_messages(run_input)
+    if replies:
+        return _from_tool_messages(prepared, replies, pending)
+    last = run_input.messages[-1] if run_input.messages else None
+    if not isinstance(last, UserMessage):
+        raise BadRunInput(
+            "nothing to run: the last message must be a user message, or 'resume' must "
+            "answer a pending interrupt"
+        )
+    text = _user_text(last)
+    if not text.strip():
+        raise BadRunInput("the user message is empty")
+    prepared.message = types.Content(role="user", parts=[types.Part(text=text)])
+    return prepared
+
+
+def _requested_selection(run_input: RunAgentInput, keys: StateKeys) -> str | None:
+    state = run_input.state
+    if state is None:
+        return None
+    if not isinstance(state, dict):
+        raise BadRunInput("'state' must be a JSON object")
+    if not keys.selection or keys.selection not in state or state[keys.selection] is None:
+        return None
+    value = state[keys.selection]
+    if value not in (keys.plan_value, keys.agent_value):
+        raise BadRunInput(
+            f"state.{keys.selection} must be {keys.plan_value!r} or {keys.agent_value!r}, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def _user_text(message: UserMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    texts = [getattr(part, "text", None) for part in message.content]
+    if any(t is None for t in texts):
+        raise BadRunInput("only text content is supported in user messages")
+    return "\n".join(t for t in texts if t)
+
+
+def _trailing_tool_messages(run_input: RunAgentInput) -> list[ToolMessage]:
+    replies: list[ToolMessage] = []
+    for message in reversed(run_input.messages):
+        if not isinstance(message, ToolMessage):
+            break
+        replies.append(message)
+    return list(reversed(replies))
+
+
+def _from_resume(
+    prepared: PreparedRun, entries: Sequence[ResumeEntry], pending: list[PendingRequest]
+) -> PreparedRun:
+    by_id = {p.approval_id: p for p in pending}
+    seen: set[str] = set()
+    parts: list[types.Part] = []
+    stale: list[str] = []
+    for entry in entries:
+        if entry.interrupt_id in seen:
+            raise BadRunInput(f"interrupt {entry.interrupt_id!r} is answered twice")
+        seen.add(entry.interrupt_id)
+        request = by_id.get(entry.interrupt_id)
+        if request is None:
+            stale.append(entry.interrupt_id)
+            continue
+        reply = reply_for(request, entry)
+        mismatch = _binding_mismatch(request, entry.payload)
+        if mismatch:
+            stale.append(f"{entry.interrupt_id} ({mismatch})")
+            continue
+        parts.extend(reply.parts or [])
+    if stale:
+        return _stale(prepared, stale, pending)
+    prepared.message = types.Content(role="user", parts=parts)
+    prepared.replied_calls = tuple(p.function_response.id or "" for p in parts)
+    return prepared
+
+
+def _from_tool_messages(
+    prepared: PreparedRun, replies: list[ToolMessage], pending: list[PendingRequest]
+) -> PreparedRun:
+    by_call = {p.call_id: p for p in pending}
+    parts: list[types.Part] = []
+    stale: list[str] = []
+    for message in replies:
+        request = by_call.get(message.tool_call_id)
+        response = _tool_message_json(message)
+        if request is None:
+            stale.append(f"tool call {message.tool_call_id}")
+            continue
+        _validate_seed_reply(request, response)
+        mismatch = _binding_mismatch(request, response)
+        if mismatch:
+            stale.append(f"tool call {message.tool_call_id} ({mismatch})")
+            continue
+        parts.append(
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id=request.call_id, name=request.tool_name, response=response
+                )
+            )
+        )
+    if stale:
+        return _stale(prepared, stale, pending)
+    prepared.message = types.Content(role="user", parts=parts)
+    prepared.replied_calls = tuple(p.function_response.id or "" for p in parts)
+    return prepared
+
+
+def _stale(prepared: PreparedRun, stale: list[str], pending: list[PendingRequest]) -> PreparedRun:
+    waiting = ", ".join(p.approval_id for p in pending) or "none"
+    prepared.stale = (
+        f"not pending any more: {', '.join(stale)}. The request was already answered, "
+        f"withdrawn or replaced; nothing was changed. Pending now: {waiting}."
+    )
+    prepared.state_delta = None
+    return prepared
+
+
+def _tool_message_json(message: ToolMessage) -> dict[str, Any]:
+    content = message.content
+    if not isinstance(content, str):
+        texts = [getattr(part, "text", None) or "" for part in content]
+        content = "".join(texts)
+    try:
+        value = json.loads(content)
+    except ValueError:
+        raise BadRunInput(
+            f"the tool message for {message.tool_call_id} must hold a JSON object"
+        ) from None
+    if not isinstance(value, dict):
+        raise BadRunInput(f"the tool message for {message.tool_call_id} must hold a JSON object")
+    return value
+
+
+def _validate_seed_reply(request: PendingRequest, response: dict[str, Any]) -> None:
+    """The original demo's replies: ``{status, reviewer_note}`` or ``{answer, question_id}``."""
+    if request.kind == "question":
+        answer = response.get("answer")
+        if not isinstance(answer, str) or not answer.strip():
+            raise BadRunInput("a question reply needs a non-empty string 'answer'")
+        return
+    if response.get("status") not in ("approved", "rejected"):
+        raise BadRunInput(
+            f"a {REASONS[request.kind]} reply needs status 'approved' or 'rejected', "
+            f"got {response.get('status')!r}"
+        )
+    _optional_str(response, "reviewer_note")
+    _optional_str(response, "content")
+
+
+def _optional_str(payload: dict[str, Any], name: str) -> str | None:
+    value = payload.get(name)
+    if value is not None and not isinstance(value, str):
+        raise BadRunInput(f"'{name}' must be a string")
+    return value
+
+
+def _binding_mismatch(request: PendingRequest, payload: Any) -> str | None:
+    """An approval binds to the request, revision and content hash the reviewer saw."""
+    if not isinstance(payload, dict):
+        return None
+    given = payload.get("approval_id")
+    if given is not None and given != request.approval_id:
+        return "it answers another request"
+    given = payload.get("revision")
+    if given is not None and request.revision is not None and given != request.revision:
+        return f"revision {given} was reviewed, revision {request.revision} is pending"
+    given = payload.get("sha256")
+    if given is not None and request.sha256 is not None and given != request.sha256:
+        return "the reviewed plan content differs (sha256)"
+    return None
+
+
+def reply_for(request: PendingRequest, entry: ResumeEntry) -> types.Content:
+    """The bound PlanSession reply for one resume entry; raises BadRunInput when malformed."""
+    payload = entry.payload if entry.payload is not None else {}
+    if not isinstance(payload, dict):
+        raise BadRunInput(f"the payload for interrupt {entry.interrupt_id!r} must be an object")
+    note = _optional_str(payload, "reviewer_note")
+    cancelled = entry.status == "cancelled"
+    if request.kind == "question":
+        if cancelled:
+            return PlanSession.answer(
+                request, "(The user dismissed this question without answering.)"
+            )
+        answer = payload.get("answer")
+        if not isinstance(answer, str) or not answer.strip():
+            raise BadRunInput("a question needs a non-empty string 'answer'")
+        return PlanSession.answer(request, answer)
+    decision = "reject" if cancelled else payload.get("decision")
+    if decision not in ("approve", "reject"):
+        raise BadRunInput(
+            f"'decision' must be 'approve' or 'reject' for a {REASONS[request.kind]} interrupt"
+        )
+    if request.kind == "enter":
+        return PlanSession.confirm_enter(request, decision == "approve", note)
+    content = _optional_str(payload, "content")
+    if decision == "approve":
+        return PlanSession.approve(request, content=content, note=note)
+    if cancelled and not note:
+        note = "The reviewer cancelled this approval request."
+    return PlanSession.reject(request, note=note or "", content=content)
+
+
+def reply_id(call_id: str) -> str:
+    """The message id of a human reply to a paused call, live and when rebuilt."""
+    return f"reply:{call_id}"
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+class EventTranslator:
+    """ADK events to AG-UI text and tool events; partial text streams into one message."""
+
+    def __init__(self) -> None:
+        self.open_text: str | None = None
+
+    def translate(self, event: Event) -> list[BaseEvent]:
+        if event.author == "user" or event.content is None:
+            return []
+        parts = event.content.parts or []
+        out: list[BaseEvent] = []
+        text = "".join(p.text for p in parts if p.text and not p.thought)
+        if event.partial:
+            if text:
+                if self.open_text is None:
+                    self.open_text = event.id
+                    out.append(
+                        TextMessageStartEvent(
+                            message_id=event.id, role="assistant", timestamp=_now_ms()
+                        )
+                    )
+                out.append(TextMessageContentEvent(message_id=self.open_text, delta=text))
+            return out
+        if self.open_text is not None:
+            # The final event repeats the streamed text: close the message instead.
+            out.append(TextMessageEndEvent(message_id=self.open_text))
+            self.open_text = None
+        elif text:
+            out.append(
+                TextMessageStartEvent(message_id=event.id, role="assistant", timestamp=_now_ms())
+            )
+            out.append(TextMessageContentEvent(message_id=event.id, delta=text))
+            out.append(TextMessageEndEvent(message_id=event.id))
+        for part in parts:
+            call = part.function_call
+            if call is not None and call.id:
+                out.append(
+                    ToolCallStartEvent(
+                        tool_call_id=call.id,
+                        tool_call_name=call.name or "",
+                        parent_message_id=event.id,
+                        timestamp=_now_ms(),
+                    )
+                )
+                out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=_dumps(call.args or {})))
+                out.append(ToolCallEndEvent(tool_call_id=call.id))
+            response = part.function_response
+            if response is not None and response.id:
+                out.append(
+                    ToolCallResultEvent(
+                        message_id=f"{event.id}:{response.id}",
+                        tool_call_id=response.id,
+                        content=_dumps(response.response or {}),
+                        role="tool",
+                        timestamp=_now_ms(),
+                    )
+                )
+        return out
+
+    def close(self) -> list[BaseEvent]:
+        if self.open_text is None:
+            return []
+        message_id, self.open_text = self.open_text, None
+        return [TextMessageEndEvent(message_id=message_id)]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class StateMirror:
+    """The state last sent to the client; each change goes out as a JSON Patch."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    def update(self, new_state: dict[str, Any]) -> StateDeltaEvent | None:
+        patch = jsonpatch.make_patch(self.state, new_state)
+        self.state = copy.deepcopy(new_state)
+        if not patch.patch:
+            return None
+        return StateDeltaEvent(delta=patch.patch, timestamp=_now_ms())
+
+    def apply_delta(self, delta: dict[str, Any], keys: StateKeys) -> StateDeltaEvent | None:
+        touched = {k: v for k, v in delta.items() if k in keys.all}
+        if not touched:
+            return None
+        new_state = copy.deepcopy(self.state)
+        for key, value in touched.items():
+            new_state[key] = _jsonable(value)
+        return self.update(new_state)
+
+
+STREAMING = RunConfig(streaming_mode=StreamingMode.SSE)
+
+
+async def run_events(
+    session: PlanSession, prepared: PreparedRun, *, thread_id: str, run_id: str
+) -> AsyncIterator[BaseEvent]:
+    """One AG-UI run over one ADK turn; never raises, a failure ends with RUN_ERROR."""
+    keys = StateKeys.of(session)
+    yield RunStartedEvent(
+        thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION, timestamp=_now_ms()
+    )
+    try:
+        state = await _session_state(session, keys)
+        if prepared.state_delta:
+            # The runner writes the selection with the user's turn, before the first event.
+            state.update(_jsonable(prepared.state_delta))
+        mirror = StateMirror(state)
+        yield StateSnapshotEvent(snapshot=copy.deepcopy(state), timestamp=_now_ms())
+        if prepared.stale is not None:
+            yield RunErrorEvent(message=prepared.stale, code=STALE_RESUME, timestamp=_now_ms())
+            return
+        translator = EventTranslator()
+        unanswered = list(prepared.replied_calls)
+        assert prepared.message is not None
+        async for event in session.run(
+            prepared.message, state_delta=prepared.state_delta, run_config=STREAMING
+        ):
+            if unanswered:
+                for reply in await _reply_results(session, unanswered):
+                    yield reply
+                unanswered = []
+            for translated in translator.translate(event):
+                yield translated
+            if event.actions and event.actions.state_delta:
+                delta = mirror.apply_delta(event.actions.state_delta, keys)
+                if delta is not None:
+                    yield delta
+        for translated in translator.close():
+            yield translated
+        if unanswered:
+            for reply in await _reply_results(session, unanswered):
+                yield reply
+        # A paused tool writes its state outside the event stream: reconcile with the
+        # session as stored, so snapshot + deltas equal it exactly.
+        delta = mirror.update(await _session_state(session, keys))
+        if delta is not None:
+            yield delta
+        pending = await session.pending()
+    except Exception as exc:  # the run must end with a terminal event, never a broken stream
+        yield RunErrorEvent(
+            message=f"{type(exc).__name__}: {exc}", code=AGENT_ERROR, timestamp=_now_ms()
+        )
+        return
+    if pending:
+        outcome: Any = RunFinishedInterruptOutcome(interrupts=[interrupt_for(p) for p in pending])
+    else:
+        outcome = RunFinishedSuccessOutcome()
+    yield RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=outcome, timestamp=_now_ms())
+
+
+async def _session_state(session: PlanSession, keys: StateKeys) -> dict[str, Any]:
+    stored = await session.session()
+    return shared_state(stored.state if stored is not None else {}, keys)
+
+
+async def _reply_results(session: PlanSession, call_ids: Sequence[str]) -> list[BaseEvent]:
+    """The canonical result of each human reply this run carried, as a tool result."""
+    state = await session.plan_state()
+    out: list[BaseEvent] = []
+    for call_id in call_ids:
+        resolution = state.resolutions.get(call_id)
+        ignored = state.ignored.get(call_id)
+        if resolution is not None:
+            content = resolution.result
+        elif ignored is not None:
+            content = {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {ignored.reason}"}
+        else:
+            continue
+        out.append(
+            ToolCallResultEvent(
+                message_id=reply_id(call_id),
+                tool_call_id=call_id,
+                content=_dumps(content),
+                role="tool",
+                timestamp=_now_ms(),
+            )
+        )
+    return out

@@ -1,0 +1,449 @@
+"""The web surface: an AG-UI endpoint, thread read-back, and the page, on Starlette.
+
+Endpoints
+    GET  /                          the page (static HTML, JS, CSS; no build step)
+    GET  /health                    liveness
+    GET  /api/info                  agent and model
+    POST /api/agent                 an AG-UI run (RunAgentInput in, SSE events out)
+    GET  /api/threads/{id}          messages, state, pending interrupts, journal
+    GET  /api/threads/{id}/journal  the governance journal
+
+Safe to expose: loopback without a token by default (Host checked against loopback
+names, so DNS rebinding cannot reach it), a bearer token everywhere else; no CORS;
+JSON-only POSTs from the same origin; a body size limit; one run at a time per thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import re
+import secrets
+import socket
+from collections.abc import AsyncIterator, Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
+from ag_ui.encoder import EventEncoder
+from google.adk.agents import LlmAgent
+from google.adk.runners import Runner
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from plangate.adk.session import PlanSession
+from plangate.adk.setup import plan_runtime
+from plangate.web.agui import BadRunInput, StateKeys, prepare_run, run_events
+from plangate.web.threads import journal_json, thread_json
+
+__all__ = ["LOOPBACK_HOSTS", "create_app", "is_loopback", "serve"]
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+PUBLIC_PATHS = ("/", "/health")
+PUBLIC_PREFIXES = ("/static/",)
+
+SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        b"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": message, "code": code}, status_code=status, headers=headers or None
+    )
+
+
+class Guard:
+    """Host, origin and token checks in front of every request, and security headers."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        require_token: bool,
+        token: str | None,
+        allowed_hosts: Iterable[str] | None,
+    ) -> None:
+        self.app = app
+        self.require_token = require_token
+        self.token = token
+        self.allowed_hosts = {h.lower() for h in allowed_hosts} if allowed_hosts else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, self._with_headers(send))
+            return
+        await self.app(scope, receive, self._with_headers(send))
+
+    def _refusal(self, scope: Scope) -> Response | None:
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
+        if self.allowed_hosts is not None and _hostname(host) not in self.allowed_hosts:
+            return _error(400, "BAD_HOST", f"host {host!r} is not served here")
+        origin = headers.get("origin")
+        if scope["method"] not in ("GET", "HEAD") and origin is not None:
+            expected = f"{scope.get('scheme', 'http')}://{host}"
+            if origin.lower() != expected.lower():
+                return _error(403, "CROSS_ORIGIN", "cross-origin requests are refused")
+        path: str = scope["path"]
+        if self.require_token and not _is_public(path):
+            given = headers.get("authorization", "")
+            scheme, _, value = given.partition(" ")
+            if scheme.lower() != "bearer" or not secrets.compare_digest(
+                value.strip().encode(), (self.token or "").encode()
+            ):
+                return _error(
+                    401,
+                    "UNAUTHORIZED",
+                    "a bearer token is required (open the URL printed by plangate serve)",
+                    **{"WWW-Authenticate": "Bearer"},
+                )
+        return None
+
+    @staticmethod
+    def _with_headers(send: Send) -> Send:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        return sending
+
+
+def _is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+def _hostname(host_header: str) -> str:
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+# -- handlers -----------------------------------------------------------------------------
+
+
+class WebState:
+    def __init__(self, runner: Runner, user_id: str, max_body_bytes: int, about: dict) -> None:
+        self.runner = runner
+        self.user_id = user_id
+        self.max_body_bytes = max_body_bytes
+        self.about = about
+        self.runs: dict[str, asyncio.Task[None] | None] = {}
+        """Threads with a run in progress (None while the run is being prepared)."""
+
+    def plan_session(self, thread_id: str) -> PlanSession:
+        return PlanSession(self.runner, user_id=self.user_id, session_id=thread_id)
+
+    async def exists(self, thread_id: str) -> bool:
+        session = await self.runner.session_service.get_session(
+            app_name=self.runner.app_name, user_id=self.user_id, session_id=thread_id
+        )
+        return session is not None
+
+
+def _web(request: Request) -> WebState:
+    return request.app.state.web
+
+
+def _static_dir() -> Path:
+    return Path(str(resources.files("plangate.web").joinpath("static")))
+
+
+async def index(request: Request) -> Response:
+    html = (_static_dir() / "index.html").read_text(encoding="utf-8")
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+async def info(request: Request) -> Response:
+    return JSONResponse(_web(request).about)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BadRunInput(f"the request body is larger than {limit} bytes", status=413)
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise BadRunInput(f"the request body is larger than {limit} bytes", status=413)
+    return bytes(body)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in error["loc"]) or "body"
+        problems.append(f"{where}: {error['msg']}")
+    more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+    return "invalid RunAgentInput: " + "; ".join(problems) + more
+
+
+async def _parse_input(request: Request, limit: int) -> RunAgentInput:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise BadRunInput("send the RunAgentInput as Content-Type: application/json", status=415)
+    body = await _read_body(request, limit)
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise BadRunInput(f"the body is not valid JSON: {exc}", status=400) from None
+    if not isinstance(data, dict):
+        raise BadRunInput("the body must be a JSON object (a RunAgentInput)", status=400)
+    try:
+        run_input = RunAgentInput.model_validate(data)
+    except ValidationError as exc:
+        raise BadRunInput(_validation_message(exc)) from None
+    if not THREAD_ID.match(run_input.thread_id):
+        raise BadRunInput(
+            "threadId must be 1-128 characters: letters, digits and _ . : - "
+            "(starting with a letter or digit)"
+        )
+    if not run_input.run_id or len(run_input.run_id) > 128:
+        raise BadRunInput("runId must be 1-128 characters")
+    return run_input
+
+
+async def agent(request: Request) -> Response:
+    """Run the agent on one thread and stream AG-UI events as SSE."""
+    web = _web(request)
+    try:
+        run_input = await _parse_input(request, web.max_body_bytes)
+    except BadRunInput as exc:
+        return _error(exc.status, "BAD_INPUT", exc.message)
+    thread_id = run_input.thread_id
+    if thread_id in web.runs:
+        return _error(
+            409,
+            "RUN_IN_PROGRESS",
+            f"thread {thread_id!r} already has a run in progress; wait for it",
+        )
+    web.runs[thread_id] = None  # reserved before any await: no second run can slip in
+    try:
+        session = web.plan_session(thread_id)
+        existed = await web.exists(thread_id)
+        prepared = await prepare_run(session, run_input, new_thread=not existed)
+        if not existed and prepared.stale is None:
+            await PlanSession.open(web.runner, user_id=web.user_id, session_id=thread_id)
+    except BadRunInput as exc:
+        web.runs.pop(thread_id, None)
+        return _error(exc.status, "BAD_INPUT", exc.message)
+    except BaseException:
+        web.runs.pop(thread_id, None)
+        raise
+
+    encoder = EventEncoder(accept=request.headers.get("accept"))
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    async def produce() -> None:
+        # The run belongs to the thread, not to the connection: a reload or a dropped
+        # connection does not cut an agent off in the middle of a tool call.
+        try:
+            async for event in run_events(
+                session, prepared, thread_id=thread_id, run_id=run_input.run_id
+            ):
+                queue.put_nowait(encoder.encode(event))
+        finally:
+            queue.put_nowait(None)
+            web.runs.pop(thread_id, None)
+
+    web.runs[thread_id] = asyncio.create_task(produce(), name=f"plangate-run-{thread_id}")
+
+    async def stream():
+        while (frame := await queue.get()) is not None:
+            yield frame
+
+    return StreamingResponse(
+        stream(),
+        media_type=encoder.get_content_type(),
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _thread_or_404(request: Request) -> tuple[WebState, str] | Response:
+    web = _web(request)
+    thread_id = request.path_params["thread_id"]
+    if not THREAD_ID.match(thread_id):
+        return _error(422, "BAD_INPUT", "not a valid thread id")
+    if not await web.exists(thread_id):
+        return _error(404, "NO_THREAD", f"no thread {thread_id!r}")
+    return web, thread_id
+
+
+async def thread(request: Request) -> Response:
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    web, thread_id = found
+    data = await thread_json(web.plan_session(thread_id), running=thread_id in web.runs)
+    return JSONResponse(data, headers={"Cache-Control": "no-store"})
+
+
+async def journal(request: Request) -> Response:
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    web, thread_id = found
+    entries = await web.plan_session(thread_id).journal()
+    return JSONResponse(
+        {"threadId": thread_id, "journal": journal_json(entries)},
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def create_app(
+    *,
+    runner: Runner,
+    user_id: str = "user",
+    require_token: bool,
+    token: str | None,
+    max_body_bytes: int = 1 << 20,
+    allowed_hosts: Iterable[str] | None = None,
+    about: dict[str, Any] | None = None,
+) -> Starlette:
+    """The ASGI app. ``require_token`` needs a ``token``; without one, only requests whose
+    Host is a loopback name are served (``allowed_hosts`` overrides that list)."""
+    if require_token and not token:
+        raise ValueError("require_token=True needs a token")
+    if allowed_hosts is None and not require_token:
+        allowed_hosts = LOOPBACK_HOSTS
+    from plangate.models.config import describe_model
+
+    details: dict[str, Any] = {
+        "agent": runner.agent.name,
+        "model": describe_model(getattr(runner.agent, "model", "")),
+        "protocolVersion": PROTOCOL_VERSION,
+    }
+    if isinstance(runner.agent, LlmAgent) and plan_runtime(runner.agent) is not None:
+        keys = StateKeys.of(PlanSession(runner, user_id=user_id, session_id="-"))
+        details["stateKeys"] = {"plan": keys.plan, "todos": keys.todos, "selection": keys.selection}
+    details.update(about or {})
+    web = WebState(runner, user_id, max_body_bytes, details)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        tasks = [t for t in web.runs.values() if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    app = Starlette(
+        routes=[
+            Route("/", index),
+            Route("/health", health),
+            Route("/api/info", info),
+            Route("/api/agent", agent, methods=["POST"]),
+            Route("/api/threads/{thread_id}", thread),
+            Route("/api/threads/{thread_id}/journal", journal),
+            Mount("/static", StaticFiles(directory=_static_dir()), name="static"),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.web = web
+    app.add_middleware(Guard, require_token=require_token, token=token, allowed_hosts=allowed_hosts)
+    return app
+
+
+# -- serving ------------------------------------------------------------------------------
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        return socket.gethostname()
+    return f"[{host}]" if ":" in host else host
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, bound before the URL is printed (port 0 picks a free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def serve(
+    host: str,
+    port: int,
+    workspace: str | Path | None,
+    model_spec: str | None,
+    database_url: str | None,
+    token: str | None,
+) -> None:
+    """Build the coding agent and serve the page and the AG-UI endpoint until interrupted."""
+    import uvicorn
+
+    from plangate.adk.runner import build_runner
+    from plangate.agent.coding_agent import build_coding_agent
+    from plangate.agent.workspace import copy_sample_workspace
+    from plangate.models.config import describe_model, resolve_model
+
+    require_token = token is not None or not is_loopback(host)
+    if require_token and not token:
+        token = secrets.token_urlsafe(24)
+    if workspace is None:
+        root = copy_sample_workspace(Path.cwd() / ".plangate" / "workspace")
+    else:
+        root = Path(workspace).expanduser().resolve()
+        if not root.is_dir():
+            raise ValueError(f"workspace {workspace} is not a directory")
+    model = resolve_model(model_spec)
+    runner = build_runner(build_coding_agent(root, model), database_url=database_url)
+    app = create_app(
+        runner=runner,
+        require_token=require_token,
+        token=token,
+        about={"workspace": str(root)},
+    )
+    sock = bind(host, port)
+    actual_port = sock.getsockname()[1]
+    url = f"http://{_url_host(host)}:{actual_port}/"
+    if require_token:
+        url += f"#token={token}"
+    print(f"plangate web UI: {url}")
+    print(f"  model: {describe_model(model)}   workspace: {root}")
+    if require_token:
+        print("  API requests need the header: Authorization: Bearer <token>")
+    print("  Ctrl+C to stop.", flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,138 @@
+"""A thread as the page sees it after a reload, rebuilt from the stored ADK session.
+
+Message ids match the live stream: an assistant message is its ADK event's id, a tool
+result is ``<event id>:<call id>`` and a human reply to a paused call is
+``reply:<call id>`` (shown with its canonical result, as the model saw it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ag_ui.core import AssistantMessage, FunctionCall, Message, ToolCall, ToolMessage, UserMessage
+
+from plangate.adk.session import PlanSession
+from plangate.plan.session_state import PlanSessionState
+from plangate.store.store import JournalEntry
+from plangate.web.agui import StateKeys, interrupt_for, reply_id, shared_state
+
+__all__ = ["journal_json", "thread_json", "thread_messages"]
+
+
+def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Message]:
+    """User text, assistant text with tool calls, and tool results, in order."""
+    messages: list[Message] = []
+    for event in events:
+        if event.partial or event.content is None:
+            continue
+        parts = event.content.parts or []
+        if event.author == "user":
+            text = "\n".join(p.text for p in parts if p.text)
+            if text:
+                messages.append(UserMessage(id=event.id, content=text))
+            for part in parts:
+                response = part.function_response
+                if response is not None and response.id:
+                    content = _reply_content(plan_state, response.id, response.response)
+                    messages.append(
+                        ToolMessage(
+                            id=reply_id(response.id),
+                            tool_call_id=response.id,
+                            content=_dumps(content),
+                        )
+                    )
+            continue
+        text = "".join(p.text for p in parts if p.text and not p.thought)
+        calls = [
+            ToolCall(
+                id=p.function_call.id,
+                function=FunctionCall(
+                    name=p.function_call.name or "", arguments=_dumps(p.function_call.args or {})
+                ),
+            )
+            for p in parts
+            if p.function_call is not None and p.function_call.id
+        ]
+        if text or calls:
+            messages.append(
+                AssistantMessage(id=event.id, content=text or None, tool_calls=calls or None)
+            )
+        for part in parts:
+            response = part.function_response
+            if response is not None and response.id:
+                messages.append(
+                    ToolMessage(
+                        id=f"{event.id}:{response.id}",
+                        tool_call_id=response.id,
+                        content=_dumps(response.response or {}),
+                    )
+                )
+    return messages
+
+
+def _reply_content(state: PlanSessionState, call_id: str, raw: Any) -> Any:
+    resolution = state.resolutions.get(call_id)
+    if resolution is not None:
+        return resolution.result
+    ignored = state.ignored.get(call_id)
+    if ignored is not None:
+        return {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {ignored.reason}"}
+    return raw or {}
+
+
+def journal_json(entries: list[JournalEntry]) -> list[dict[str, Any]]:
+    return [
+        {
+            "seq": entry.seq,
+            "kind": entry.event.kind,
+            "subject": entry.event.subject,
+            "fromState": entry.event.from_state,
+            "toState": entry.event.to_state,
+            "actor": entry.event.actor,
+            "at": entry.event.at,
+            "revision": entry.event.revision,
+            "sha256": entry.event.sha256,
+            "detail": entry.event.detail,
+        }
+        for entry in entries
+    ]
+
+
+async def thread_json(session: PlanSession, *, running: bool) -> dict[str, Any]:
+    """Everything a page needs to restore a thread: messages, state, interrupts, journal."""
+    keys = StateKeys.of(session)
+    adk_session = await session.session()
+    plan_state = await session.plan_state()
+    record = plan_state.record
+    mode = await session.mode()
+    archived = await session.archived()
+    return {
+        "threadId": session.session_id,
+        "running": running,
+        "messages": [
+            m.model_dump(mode="json", by_alias=True)
+            for m in thread_messages(list(adk_session.events), plan_state)
+        ],
+        "state": shared_state(adk_session.state, keys),
+        "stateKeys": {"plan": keys.plan, "todos": keys.todos, "selection": keys.selection},
+        "mode": {"active": mode.active, "pending": mode.pending, "planStatus": mode.plan_status},
+        "interrupts": [
+            interrupt_for(p).model_dump(mode="json", by_alias=True)
+            for p in (record.pending if record else [])
+        ],
+        "journal": journal_json(await session.journal()),
+        "archivedPlans": [
+            {
+                "id": r.id,
+                "status": r.status.value,
+                "objective": r.objective,
+                "contentRevisions": r.content_revisions,
+            }
+            for r in archived
+        ],
+    }
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
