@@ -9,14 +9,26 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
     Table,
+    Text,
 )
 from sqlalchemy.engine import Connection
 
-__all__ = ["MIGRATIONS", "documents", "journal", "metadata", "schema_migrations"]
+__all__ = [
+    "MIGRATIONS",
+    "documents",
+    "intent_heads",
+    "intent_revisions",
+    "journal",
+    "metadata",
+    "run_intent_bindings",
+    "schema_migrations",
+    "session_forks",
+]
 
 metadata = MetaData()
 
@@ -59,6 +71,58 @@ journal = Table(
 )
 
 
+# -- session intent (migration 2) ------------------------------------------------------
+# A session is named by its key ``app/user/session``. Revisions are immutable; the head
+# is the one mutable pointer per session and is only moved by compare-and-set.
+
+intent_revisions = Table(
+    "plangate_intent_revisions",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("intent_id", String(64), nullable=False),
+    Column("session_key", String(512), nullable=False, index=True),
+    Column("previous_revision_id", String(64)),
+    Column("protocol_id", String(128), nullable=False),
+    Column("protocol_version", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("change_kind", String(32), nullable=False),
+    Column("source_run_id", String(256)),
+    Column("created_at", Float, nullable=False),
+    Index("ix_plangate_intent_revisions_intent", "intent_id", "created_at"),
+)
+
+intent_heads = Table(
+    "plangate_intent_heads",
+    metadata,
+    Column("session_key", String(512), primary_key=True),
+    Column("revision_id", String(64), nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+run_intent_bindings = Table(
+    "plangate_run_intent_bindings",
+    metadata,
+    Column("session_key", String(512), primary_key=True),
+    Column("run_id", String(256), primary_key=True),
+    Column("base_revision_id", String(64)),
+    Column("active_revision_id", String(64)),
+    Column("task_relation", String(32), nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+# A branched session: where it came from and the intent revision pinned at the fork.
+session_forks = Table(
+    "plangate_session_forks",
+    metadata,
+    Column("session_key", String(512), primary_key=True),
+    Column("parent_session_key", String(512), nullable=False, index=True),
+    Column("fork_revision_id", String(64)),
+    Column("fork_kind", String(32), nullable=False),
+    Column("source_run_id", String(256)),
+    Column("created_at", Float, nullable=False),
+)
+
+
 def _create(*tables: Table) -> Callable[[Connection], None]:
     def apply(conn: Connection) -> None:
         for table in tables:
@@ -69,4 +133,9 @@ def _create(*tables: Table) -> Callable[[Connection], None]:
 
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "documents and journal", _create(documents, journal)),
+    (
+        2,
+        "session intents",
+        _create(intent_revisions, intent_heads, run_intent_bindings, session_forks),
+    ),
 ]

@@ -1,0 +1,467 @@
+"""Session intent repository: immutable revisions, one head per session, run bindings and
+branch pins, all inside the caller's transaction.
+
+Every method works on the connection of an open ``Store.transaction()``, so an intent
+commit joins the protocol snapshot and journal events of the same run start or
+handoff: all of it commits together or none of it does.
+
+Semantics:
+
+* The head moves only by compare-and-set: ``commit`` names the head it expects (``None``
+  for "no head yet") and raises ``IntentRevisionConflict`` when another writer moved it.
+* A run binding fixes its *base* revision at the first bind; later binds change only the
+  active revision and the task relation.
+* A session without a head of its own resolves through its fork lineage: its pinned
+  fork revision, else its parent's pin, and so on. Ancestors' *heads* are never read,
+  so a parent changing its task after a fork never changes a child.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from sqlalchemy import Row, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from plangate.protocol.definitions import ProtocolError, ProtocolRef
+from plangate.protocol.intent import IntentTransition, SessionIntent, TaskRelation
+from plangate.store.schema import (
+    intent_heads,
+    intent_revisions,
+    run_intent_bindings,
+    session_forks,
+)
+from plangate.store.store import Conflict
+
+__all__ = [
+    "INTENT_CONFLICT",
+    "MAX_LINEAGE_DEPTH",
+    "ForkKind",
+    "IntentRepository",
+    "IntentRevision",
+    "IntentRevisionConflict",
+    "RunBinding",
+    "SessionFork",
+]
+
+INTENT_CONFLICT = "SESSION_INTENT_REVISION_CONFLICT"
+MAX_LINEAGE_DEPTH = 64
+
+ForkKind = Literal["fork", "rewrite", "checkpoint"]
+
+
+class _Resolve:
+    """Sentinel: pin whatever the parent resolves to at fork time."""
+
+
+RESOLVE_AT_FORK: Final = _Resolve()
+
+
+class IntentRevisionConflict(Conflict):
+    """The session's intent head moved since it was read: the commit did not happen."""
+
+    code = INTENT_CONFLICT
+
+    def __init__(self, session_key: str, expected: str | None, actual: str | None) -> None:
+        Conflict.__init__(self, "session_intent_head", session_key, 0, None)
+        self.session_key = session_key
+        self.expected_revision = expected
+        self.actual_revision = actual
+        self.message = (
+            f"{INTENT_CONFLICT}:{session_key}: the session's task was changed by another run "
+            f"(expected revision {expected or 'none'}, found {actual or 'none'}); "
+            "nothing was written"
+        )
+        Exception.__init__(self, self.message)
+
+
+@dataclass(frozen=True)
+class IntentRevision:
+    id: str
+    intent_id: str
+    session_key: str
+    previous_revision_id: str | None
+    protocol: ProtocolRef
+    text: str
+    change_kind: str
+    source_run_id: str | None
+    created_at: float
+
+    def as_intent(self) -> SessionIntent:
+        return SessionIntent(
+            intent_id=self.intent_id, revision_id=self.id, protocol=self.protocol, text=self.text
+        )
+
+
+@dataclass(frozen=True)
+class RunBinding:
+    session_key: str
+    run_id: str
+    base_revision_id: str | None
+    """The revision the run started from; fixed at the first bind."""
+    active_revision_id: str | None
+    """The revision the run works on now (after its route commit or a handoff)."""
+    task_relation: TaskRelation
+
+
+@dataclass(frozen=True)
+class SessionFork:
+    session_key: str
+    parent_session_key: str
+    fork_revision_id: str | None
+    fork_kind: ForkKind
+    source_run_id: str | None
+
+
+def _revision(row: Row[Any]) -> IntentRevision:
+    m = row._mapping
+    return IntentRevision(
+        id=m["id"],
+        intent_id=m["intent_id"],
+        session_key=m["session_key"],
+        previous_revision_id=m["previous_revision_id"],
+        protocol=ProtocolRef(id=m["protocol_id"], version=m["protocol_version"]),
+        text=m["text"],
+        change_kind=m["change_kind"],
+        source_run_id=m["source_run_id"],
+        created_at=m["created_at"],
+    )
+
+
+class IntentRepository:
+    """Intent reads and writes on one open transaction's connection."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    # -- reads ----------------------------------------------------------------------
+
+    async def revision(self, revision_id: str | None) -> IntentRevision | None:
+        if revision_id is None:
+            return None
+        row = (
+            await self._conn.execute(
+                select(intent_revisions).where(intent_revisions.c.id == revision_id)
+            )
+        ).first()
+        return _revision(row) if row else None
+
+    async def head(self, session_key: str) -> str | None:
+        """The session's *own* head revision id (no lineage)."""
+        return (
+            await self._conn.execute(
+                select(intent_heads.c.revision_id).where(intent_heads.c.session_key == session_key)
+            )
+        ).scalar()
+
+    async def fork(self, session_key: str) -> SessionFork | None:
+        row = (
+            await self._conn.execute(
+                select(session_forks).where(session_forks.c.session_key == session_key)
+            )
+        ).first()
+        if row is None:
+            return None
+        return SessionFork(
+            session_key=row.session_key,
+            parent_session_key=row.parent_session_key,
+            fork_revision_id=row.fork_revision_id,
+            fork_kind=row.fork_kind,
+            source_run_id=row.source_run_id,
+        )
+
+    async def resolve_revision_id(
+        self, session_key: str, *, max_depth: int = MAX_LINEAGE_DEPTH
+    ) -> str | None:
+        """Own head, else the nearest fork pin up the lineage, else ``None``."""
+        own = await self.head(session_key)
+        if own is not None:
+            return own
+        seen = {session_key}
+        current = session_key
+        for _ in range(max_depth):
+            fork = await self.fork(current)
+            if fork is None:
+                return None
+            if fork.fork_revision_id is not None:
+                return fork.fork_revision_id
+            # Forked before the parent had a task of its own: inherit what the parent
+            # itself inherited at its fork -- never the parent's later head.
+            current = fork.parent_session_key
+            if current in seen:
+                raise ProtocolError(f"SESSION_LINEAGE_CYCLE:{session_key}")
+            seen.add(current)
+        raise ProtocolError(f"SESSION_LINEAGE_TOO_DEEP:{session_key}:{max_depth}")
+
+    async def resolve(self, session_key: str) -> IntentRevision | None:
+        return await self.revision(await self.resolve_revision_id(session_key))
+
+    async def revisions(self, session_key: str) -> list[IntentRevision]:
+        rows = (
+            await self._conn.execute(
+                select(intent_revisions)
+                .where(intent_revisions.c.session_key == session_key)
+                .order_by(intent_revisions.c.created_at)
+            )
+        ).all()
+        return [_revision(row) for row in rows]
+
+    async def binding(self, session_key: str, run_id: str) -> RunBinding | None:
+        row = (
+            await self._conn.execute(
+                select(run_intent_bindings).where(
+                    run_intent_bindings.c.session_key == session_key,
+                    run_intent_bindings.c.run_id == run_id,
+                )
+            )
+        ).first()
+        if row is None:
+            return None
+        return RunBinding(
+            session_key=row.session_key,
+            run_id=row.run_id,
+            base_revision_id=row.base_revision_id,
+            active_revision_id=row.active_revision_id,
+            task_relation=row.task_relation,
+        )
+
+    async def resolve_for_run(self, session_key: str, run_id: str) -> IntentRevision | None:
+        """The run's own task: its binding's active revision, whatever the head says now."""
+        binding = await self.binding(session_key, run_id)
+        return await self.revision(binding.active_revision_id) if binding else None
+
+    # -- writes ---------------------------------------------------------------------
+
+    async def commit(
+        self,
+        session_key: str,
+        transition: IntentTransition,
+        *,
+        expected_head: str | None,
+        source_run_id: str | None,
+    ) -> IntentRevision:
+        """Write a new revision and move the head to it, if the head is ``expected_head``."""
+        revision = IntentRevision(
+            id=uuid.uuid4().hex,
+            intent_id=transition.intent_id or uuid.uuid4().hex,
+            session_key=session_key,
+            previous_revision_id=transition.previous_revision_id,
+            protocol=transition.protocol,
+            text=transition.text,
+            change_kind=transition.kind,
+            source_run_id=source_run_id,
+            created_at=time.time(),
+        )
+        await self._conn.execute(
+            insert(intent_revisions).values(
+                id=revision.id,
+                intent_id=revision.intent_id,
+                session_key=session_key,
+                previous_revision_id=revision.previous_revision_id,
+                protocol_id=revision.protocol.id,
+                protocol_version=revision.protocol.version,
+                text=revision.text,
+                change_kind=revision.change_kind,
+                source_run_id=source_run_id,
+                created_at=revision.created_at,
+            )
+        )
+        await self._move_head(session_key, expected_head, revision.id)
+        return revision
+
+    async def _move_head(self, session_key: str, expected: str | None, new: str) -> None:
+        now = time.time()
+        if expected is None:
+            try:
+                async with self._conn.begin_nested():
+                    await self._conn.execute(
+                        insert(intent_heads).values(
+                            session_key=session_key, revision_id=new, updated_at=now
+                        )
+                    )
+            except IntegrityError:
+                raise IntentRevisionConflict(
+                    session_key, None, await self.head(session_key)
+                ) from None
+            return
+        result = await self._conn.execute(
+            update(intent_heads)
+            .where(
+                intent_heads.c.session_key == session_key, intent_heads.c.revision_id == expected
+            )
+            .values(revision_id=new, updated_at=now)
+        )
+        if result.rowcount != 1:
+            raise IntentRevisionConflict(session_key, expected, await self.head(session_key))
+
+    async def bind_run(
+        self,
+        session_key: str,
+        run_id: str,
+        *,
+        base_revision_id: str | None,
+        active_revision_id: str | None,
+        task_relation: TaskRelation,
+    ) -> RunBinding:
+        """Create or update a run's binding; the base is fixed by the first bind."""
+        existing = await self.binding(session_key, run_id)
+        now = time.time()
+        if existing is None:
+            await self._conn.execute(
+                insert(run_intent_bindings).values(
+                    session_key=session_key,
+                    run_id=run_id,
+                    base_revision_id=base_revision_id,
+                    active_revision_id=active_revision_id,
+                    task_relation=task_relation,
+                    updated_at=now,
+                )
+            )
+            base = base_revision_id
+        else:
+            await self._conn.execute(
+                update(run_intent_bindings)
+                .where(
+                    run_intent_bindings.c.session_key == session_key,
+                    run_intent_bindings.c.run_id == run_id,
+                )
+                .values(
+                    active_revision_id=active_revision_id,
+                    task_relation=task_relation,
+                    updated_at=now,
+                )
+            )
+            base = existing.base_revision_id
+        return RunBinding(session_key, run_id, base, active_revision_id, task_relation)
+
+    async def commit_for_run(
+        self,
+        session_key: str,
+        run_id: str,
+        *,
+        expected_base_id: str | None,
+        expected_head: str | None,
+        transition: IntentTransition | None,
+        task_relation: TaskRelation,
+    ) -> RunBinding:
+        """The run-start intent write: verify the base the router saw, write the route's
+        revision (if any) and bind the run.
+
+        ``expected_base_id`` and ``expected_head`` are read *before* routing, so the
+        classifier call sits inside the compare-and-set window: a concurrent change in
+        between makes this raise, even for a route that writes no revision.
+        """
+        current = await self.resolve_revision_id(session_key)
+        if current != expected_base_id:
+            raise IntentRevisionConflict(session_key, expected_base_id, current)
+        active = expected_base_id
+        relation = task_relation
+        if transition is not None:
+            revision = await self.commit(
+                session_key, transition, expected_head=expected_head, source_run_id=run_id
+            )
+            active, relation = revision.id, transition.task_relation
+        return await self.bind_run(
+            session_key,
+            run_id,
+            base_revision_id=expected_base_id,
+            active_revision_id=active,
+            task_relation=relation,
+        )
+
+    async def apply_handoff(
+        self, session_key: str, run_id: str, transition: IntentTransition
+    ) -> IntentRevision:
+        """The handoff's intent write: the session must still be on the run's active
+        revision; then write the handoff revision and rebind the run to it."""
+        binding = await self.binding(session_key, run_id)
+        if binding is None:
+            raise ProtocolError(f"RUN_INTENT_BINDING_NOT_FOUND:{run_id}")
+        current = await self.resolve_revision_id(session_key)
+        if current is not None and current != binding.active_revision_id:
+            raise IntentRevisionConflict(session_key, binding.active_revision_id, current)
+        revision = await self.commit(
+            session_key,
+            transition,
+            expected_head=await self.head(session_key),
+            source_run_id=run_id,
+        )
+        await self.bind_run(
+            session_key,
+            run_id,
+            base_revision_id=binding.base_revision_id,
+            active_revision_id=revision.id,
+            task_relation=transition.task_relation,
+        )
+        return revision
+
+    # -- branches -------------------------------------------------------------------
+
+    async def checkpoint(self, session_key: str, run_id: str) -> str | None:
+        """The revision a checkpoint of ``run_id`` pins: the run's *active* revision."""
+        binding = await self.binding(session_key, run_id)
+        if binding is None:
+            raise ProtocolError(f"RUN_INTENT_BINDING_NOT_FOUND:{run_id}")
+        return binding.active_revision_id
+
+    async def rewrite_pin(self, session_key: str, run_id: str) -> str | None:
+        """The revision a branch that rewrites ``run_id`` pins: the run's *base*, because
+        the branch point lies before that run changed anything."""
+        binding = await self.binding(session_key, run_id)
+        if binding is None:
+            raise ProtocolError(f"RUN_INTENT_BINDING_NOT_FOUND:{run_id}")
+        return binding.base_revision_id
+
+    async def fork_session(
+        self,
+        parent_session_key: str,
+        child_session_key: str,
+        pin_revision: str | _Resolve | None = RESOLVE_AT_FORK,
+        *,
+        kind: ForkKind = "fork",
+        source_run_id: str | None = None,
+    ) -> SessionFork:
+        """Record a branch. Without an explicit pin, the parent's resolution *now* is
+        pinned, so later changes of the parent never reach the child."""
+        if parent_session_key == child_session_key:
+            raise ProtocolError(f"SESSION_FORK_INVALID:{child_session_key}")
+        if isinstance(pin_revision, _Resolve):
+            pin = await self.resolve_revision_id(parent_session_key)
+        else:
+            pin = pin_revision
+            if pin is not None and await self.revision(pin) is None:
+                raise ProtocolError(f"SESSION_INTENT_REVISION_UNKNOWN:{pin}")
+        await self._conn.execute(
+            insert(session_forks).values(
+                session_key=child_session_key,
+                parent_session_key=parent_session_key,
+                fork_revision_id=pin,
+                fork_kind=kind,
+                source_run_id=source_run_id,
+                created_at=time.time(),
+            )
+        )
+        return SessionFork(child_session_key, parent_session_key, pin, kind, source_run_id)
+
+    async def delete_session(self, session_key: str) -> list[str]:
+        """Delete a session's intents, heads, bindings and forks, and those of every
+        branch below it. Returns the deleted session keys."""
+        doomed = [session_key]
+        index = 0
+        while index < len(doomed):
+            children = (
+                await self._conn.execute(
+                    select(session_forks.c.session_key).where(
+                        session_forks.c.parent_session_key == doomed[index]
+                    )
+                )
+            ).scalars()
+            doomed.extend(child for child in children if child not in doomed)
+            index += 1
+        for table in (intent_heads, run_intent_bindings, intent_revisions, session_forks):
+            await self._conn.execute(delete(table).where(table.c.session_key.in_(doomed)))
+        return doomed

@@ -1,0 +1,246 @@
+"""Protocol state on the store: runs and their segments as versioned documents, each
+segment carrying its action ledger, and the protocol journal.
+
+A *run* is one ADK invocation; it owns an ordered list of *segments* (one per protocol it
+ran under; a handoff ends one and starts the next). Both are JSON documents written by
+compare-and-set, so two writers never both win, and every write goes with its journal
+events -- and, through ``within``, with the run's intent writes -- in one transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+
+from plangate.journal.events import JournalEvent
+from plangate.protocol.definitions import LedgerEntry, ProtocolState
+from plangate.protocol.handoff import ProtocolEvent
+from plangate.store.schema import documents
+from plangate.store.store import Conflict, Store, Transaction
+
+__all__ = [
+    "RUN_KIND",
+    "SEGMENT_KIND",
+    "HandoffRecord",
+    "ProtocolStateStore",
+    "RunRecord",
+    "RunStatus",
+    "Versioned",
+    "journal_event",
+]
+
+SEGMENT_KIND = "protocol_segment"
+RUN_KIND = "protocol_run"
+
+RunStatus = Literal["running", "completed", "degraded", "partial", "failed"]
+T = TypeVar("T")
+Within = Callable[[Transaction], Awaitable[Any]]
+"""Extra writes (intent revision, binding) that must share the transaction."""
+
+
+class HandoffRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    from_protocol: str
+    to_protocol: str
+    from_segment_id: str
+    to_segment_id: str
+    transition_kind: str
+    at: float
+
+
+class RunRecord(BaseModel):
+    """One run (ADK invocation) under protocol governance."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    scope_key: str
+    session_key: str
+    agent: str
+    user_input: str = ""
+    status: RunStatus = "running"
+    outcome_code: str | None = None
+    outcome_message: str | None = None
+    segment_ids: tuple[str, ...]
+    route: dict[str, Any] = Field(default_factory=dict)
+    """The router's decision (``RouteDecision`` as JSON): source, reasons, relation."""
+    handoffs: tuple[HandoffRecord, ...] = ()
+    started_at: float
+    ended_at: float | None = None
+
+    @property
+    def active_segment_id(self) -> str:
+        return self.segment_ids[-1]
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[T]):
+    value: T
+    version: int
+
+
+def journal_event(event: ProtocolEvent, *, actor: str = "protocol") -> JournalEvent:
+    return JournalEvent(
+        kind=event.kind,
+        subject=event.subject,
+        revision=event.revision,
+        actor=actor,
+        at=time.time(),
+        detail=dict(event.detail),
+    )
+
+
+def _segment_key(scope_key: str, segment_id: str) -> str:
+    return f"{scope_key}#{segment_id}"
+
+
+def _run_key(scope_key: str, run_id: str) -> str:
+    return f"{scope_key}#{run_id}"
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True)
+
+
+class ProtocolStateStore:
+    """Runs, segments and the protocol journal of one store; scoped by a scope key
+    (``app/user/session/agent``), the same key the plan journal uses."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # -- reads ----------------------------------------------------------------------
+
+    async def run(self, scope_key: str, run_id: str) -> Versioned[RunRecord] | None:
+        document = await self.store.get(RUN_KIND, _run_key(scope_key, run_id))
+        if document is None:
+            return None
+        return Versioned(RunRecord.model_validate(document.data), document.version)
+
+    async def segment(self, scope_key: str, segment_id: str) -> Versioned[ProtocolState] | None:
+        document = await self.store.get(SEGMENT_KIND, _segment_key(scope_key, segment_id))
+        if document is None:
+            return None
+        return Versioned(ProtocolState.model_validate(document.data), document.version)
+
+    async def segments(self, scope_key: str, run: RunRecord) -> list[Versioned[ProtocolState]]:
+        found = []
+        for segment_id in run.segment_ids:
+            segment = await self.segment(scope_key, segment_id)
+            if segment is None:
+                raise LookupError(f"PROTOCOL_SEGMENT_MISSING:{segment_id}")
+            found.append(segment)
+        return found
+
+    async def run_ledger(self, scope_key: str, run: RunRecord) -> list[LedgerEntry]:
+        """Every action of the run, all segments in order."""
+        return [
+            entry
+            for segment in await self.segments(scope_key, run)
+            for entry in segment.value.ledger
+        ]
+
+    async def latest_running_run(self, scope_key: str) -> RunRecord | None:
+        """The newest run of a scope still running (for calls made outside its
+        invocation, such as a sub-agent spawned by a tool)."""
+        async with self.store.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(documents.c.data)
+                    .where(
+                        documents.c.kind == RUN_KIND,
+                        documents.c.key.startswith(scope_key + "#"),
+                    )
+                    .order_by(documents.c.updated_at.desc())
+                    .limit(20)
+                )
+            ).all()
+        for row in rows:
+            record = RunRecord.model_validate(row.data)
+            if record.status == "running":
+                return record
+        return None
+
+    async def journal(self, scope_key: str) -> list[JournalEvent]:
+        return [entry.event for entry in await self.store.journal(scope_key)]
+
+    # -- writes ---------------------------------------------------------------------
+
+    async def write(
+        self,
+        scope_key: str,
+        *,
+        segments: Sequence[tuple[ProtocolState, int]] = (),
+        run: tuple[RunRecord, int] | None = None,
+        events: Iterable[JournalEvent] = (),
+        within: Within | None = None,
+    ) -> None:
+        """One transaction: segment and run documents (each with the version it expects,
+        0 = new), journal events, then ``within``. Any ``Conflict`` rolls back all."""
+        async with self.store.transaction() as tx:
+            for state, expected in segments:
+                await tx.put(
+                    SEGMENT_KIND,
+                    _segment_key(scope_key, state.segment_id),
+                    _dump(state),
+                    expected_version=expected,
+                )
+            if run is not None:
+                record, expected = run
+                await tx.put(
+                    RUN_KIND,
+                    _run_key(scope_key, record.run_id),
+                    _dump(record),
+                    expected_version=expected,
+                )
+            for event in events:
+                await tx.append(scope_key, event)
+            if within is not None:
+                await within(tx)
+
+    async def create(
+        self,
+        scope_key: str,
+        run: RunRecord,
+        segment: ProtocolState,
+        events: Iterable[JournalEvent],
+        within: Within | None = None,
+    ) -> None:
+        """A run's start: its record, first segment, route/start events and intent
+        binding, atomically. A run that already exists raises ``Conflict``."""
+        await self.write(
+            scope_key, segments=[(segment, 0)], run=(run, 0), events=events, within=within
+        )
+
+    async def update_segment(
+        self,
+        scope_key: str,
+        segment_id: str,
+        change: Callable[[ProtocolState], tuple[ProtocolState, Sequence[JournalEvent]]],
+        *,
+        attempts: int = 8,
+    ) -> ProtocolState:
+        """Apply ``change`` to the latest segment by compare-and-set, re-reading and
+        re-applying on a lost race (parallel tool calls record into one segment)."""
+        for _ in range(attempts):
+            current = await self.segment(scope_key, segment_id)
+            if current is None:
+                raise LookupError(f"PROTOCOL_SEGMENT_MISSING:{segment_id}")
+            new_state, events = change(current.value)
+            try:
+                await self.write(
+                    scope_key, segments=[(new_state, current.version)], events=events
+                )
+            except Conflict:
+                continue
+            return new_state
+        raise Conflict(SEGMENT_KIND, segment_id, -1, None)
+
+    async def append(self, scope_key: str, events: Iterable[JournalEvent]) -> None:
+        await self.write(scope_key, events=events)
