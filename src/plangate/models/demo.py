@@ -16,6 +16,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
+from plangate.models.demo_data import next_data_step
 from plangate.plan.prompts import PLAN_MODE_MARKER
 
 __all__ = ["DEMO_LABEL", "DemoModel"]
@@ -94,6 +95,8 @@ def _system(request: LlmRequest) -> str:
 
 
 def _next_step(request: LlmRequest) -> list[types.Part]:
+    if (parts := next_data_step(request)) is not None:
+        return parts
     user_text, done = _history(request)
     planning = PLAN_MODE_MARKER in _system(request)
     if not done:

@@ -234,9 +234,7 @@ class ProtocolStateStore:
                 raise LookupError(f"PROTOCOL_SEGMENT_MISSING:{segment_id}")
             new_state, events = change(current.value)
             try:
-                await self.write(
-                    scope_key, segments=[(new_state, current.version)], events=events
-                )
+                await self.write(scope_key, segments=[(new_state, current.version)], events=events)
             except Conflict:
                 continue
             return new_state
