@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import ClassVar
 
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
@@ -104,7 +105,7 @@ async def bench_boundary_check(folder: Path, n: int = 300) -> float:
 
     class _Context:
         session = _Session()
-        state: dict = {}
+        state: ClassVar[dict] = {}
         agent_name = "agent"
 
     class _Tool:
