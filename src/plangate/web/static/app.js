@@ -14,6 +14,7 @@
       if (value === null || value === undefined || value === false) continue;
       if (key === "class") node.className = value;
       else if (key === "text") node.textContent = value;
+      else if (key === "html") node.innerHTML = value; // only ever output of markdown()/inline()
       else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
@@ -49,7 +50,7 @@
 
   function clock(seconds) {
     const d = new Date(seconds * 1000);
-    return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+    return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
   }
 
   function shortHash(hash) {
@@ -88,7 +89,7 @@
     let i = 0;
     let paragraph = [];
     const flush = () => {
-      if (paragraph.length) html.push(`<p>${paragraph.map(inline).join("<br>")}</p>`);
+      if (paragraph.length) html.push(`<p>${paragraph.map((l) => inline(l.trim())).join(" ")}</p>`);
       paragraph = [];
     };
     while (i < lines.length) {
@@ -199,20 +200,31 @@
     return out;
   }
 
-  function renderDiff(before, after) {
+  // Changed lines with a little context; long unchanged stretches fold into one line.
+  function renderDiff(before, after, context = 2) {
     const rows = diffLines(before, after);
-    const changed = rows.some((r) => r.op !== "ctx");
     const box = el("div", { class: "diff", role: "region", "aria-label": "Changes" });
-    if (!changed) {
+    const changed = rows.map((r) => r.op !== "ctx");
+    if (!changed.some(Boolean)) {
       box.append(el("div", { class: "diff-none", text: "No changes." }));
       return box;
     }
-    for (const row of rows) {
+    const near = rows.map((_, i) => changed.slice(Math.max(0, i - context), i + context + 1).some(Boolean));
+    let folded = 0;
+    const fold = () => {
+      if (folded) box.append(el("div", { class: "diff-fold", text: `⋯ ${folded} unchanged line${folded > 1 ? "s" : ""}` }));
+      folded = 0;
+    };
+    rows.forEach((row, i) => {
+      if (!near[i]) {
+        folded += 1;
+        return;
+      }
+      fold();
       const sign = row.op === "add" ? "+" : row.op === "del" ? "−" : " ";
-      box.append(
-        el("div", { class: `diff-line ${row.op}` }, el("span", { class: "diff-sign", text: sign }), row.text || " ")
-      );
-    }
+      box.append(el("div", { class: `diff-line ${row.op}` }, el("span", { class: "diff-sign", text: sign }), row.text || " "));
+    });
+    fold();
     return box;
   }
 
@@ -615,7 +627,7 @@
     const list = $("todos");
     list.replaceChildren(
       ...todos.map((t) =>
-        el("li", { class: `todo ${t.status}` }, el("span", { class: "todo-mark", "aria-hidden": "true" }), el("span", { class: "todo-text", text: t.content }), el("span", { class: "sr-only", text: ` (${t.status})` }))
+        el("li", { class: `todo ${t.status}` }, el("span", { class: "todo-mark", "aria-hidden": "true" }), el("span", { class: "todo-text", html: inline(t.content) }), el("span", { class: "sr-only", text: ` (${t.status})` }))
       )
     );
     if (!todos.length) list.append(el("li", { class: "placeholder", text: "The agent tracks the approved plan's steps here." }));
@@ -760,7 +772,7 @@
     const record = plan();
     const revisions = (record && record.revisions) || [];
     const previous = revisions.find((r) => r.number === meta.revision - 1);
-    const editor = el("textarea", { class: "editor mono", rows: 12, spellcheck: "false", "aria-label": "Plan (editable before approving)" });
+    const editor = el("textarea", { class: "editor mono", rows: 10, spellcheck: "false", "aria-label": "Plan (editable before approving)" });
     editor.value = content;
     const editsBox = el("div", { class: "edits", hidden: true });
     const note = el("textarea", { class: "note", rows: 2, placeholder: "Note to the agent (needed to reject)", "aria-label": "Reviewer note" });

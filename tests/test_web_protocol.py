@@ -1,0 +1,523 @@
+"""The AG-UI endpoint over HTTP: event order, state sync, interrupts and resume, safety.
+
+Everything runs through the real app (httpx ASGITransport), the real ADK Runner, the
+coding agent and the offline demo model over a copied sample workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonpatch
+import pytest
+from google.adk.agents import LlmAgent
+
+from plangate.adk import setup_plan
+from plangate.adk.runner import build_runner
+from plangate.adk.session import PlanSession
+from plangate.models.scripted import ScriptedLlm, call, text
+from plangate.web.agui import StateKeys, shared_state
+from plangate.web.server import create_app
+from web_support import demo_app, run_input, sse_events, user_message
+
+BASE = "http://127.0.0.1:8765"
+THREAD = "t-protocol"
+
+
+class Client:
+    """One app, one HTTP client, and the thread's PlanSession for reading state back."""
+
+    def __init__(self, app: Any, http: httpx.AsyncClient, workspace: Path) -> None:
+        self.app = app
+        self.http = http
+        self.workspace = workspace
+
+    @property
+    def runner(self):
+        return self.app.state.web.runner
+
+    def session(self, thread: str = THREAD) -> PlanSession:
+        return PlanSession(self.runner, user_id="user", session_id=thread)
+
+    async def run(self, thread: str = THREAD, **fields: Any) -> list[dict[str, Any]]:
+        response = await self.http.post("/api/agent", json=run_input(thread, **fields))
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return sse_events(response.text)
+
+    async def say(self, text: str, thread: str = THREAD, mode: str | None = None) -> list[dict]:
+        state = {"agent_mode": mode} if mode else None
+        return await self.run(thread, messages=[user_message(text)], state=state)
+
+    async def resume(self, interrupt: dict, thread: str = THREAD, status="resolved", **payload):
+        entry = {"interruptId": interrupt["id"], "status": status, "payload": payload}
+        return await self.run(thread, resume=[entry])
+
+    async def stored_state(self, thread: str = THREAD) -> dict[str, Any]:
+        session = self.session(thread)
+        return shared_state((await session.session()).state, StateKeys.of(session))
+
+    async def footprint(self, thread: str = THREAD) -> tuple[int, int, Any]:
+        """What a refused input must leave untouched: events, journal and plan state."""
+        session = self.session(thread)
+        stored = await session.session()
+        journal = await session.journal()
+        state = await session.plan_state()
+        return len(stored.events), len(journal), state.model_dump(mode="json")
+
+
+@pytest.fixture
+async def client(tmp_path: Path):
+    app, workspace = demo_app(tmp_path)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+        yield Client(app, http, workspace)
+
+
+def types_of(events: list[dict]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def replay(events: list[dict]) -> dict[str, Any]:
+    """The client's view of state after a run: the snapshot with every delta applied."""
+    [snapshot] = [e for e in events if e["type"] == "STATE_SNAPSHOT"]
+    state = snapshot["snapshot"]
+    for event in events:
+        if event["type"] == "STATE_DELTA":
+            state = jsonpatch.apply_patch(state, event["delta"])
+    return state
+
+
+def interrupts(events: list[dict]) -> list[dict]:
+    finished = events[-1]
+    assert finished["type"] == "RUN_FINISHED"
+    assert finished["outcome"]["type"] == "interrupt"
+    return finished["outcome"]["interrupts"]
+
+
+def tool_results(events: list[dict], name: str) -> list[dict]:
+    names = {e["toolCallId"]: e["toolCallName"] for e in events if e["type"] == "TOOL_CALL_START"}
+    return [
+        json.loads(e["content"])
+        for e in events
+        if e["type"] == "TOOL_CALL_RESULT" and names.get(e["toolCallId"]) == name
+    ]
+
+
+def assert_well_formed(events: list[dict]) -> None:
+    """RUN_STARTED, STATE_SNAPSHOT first; one terminal event last; streams nest properly."""
+    kinds = types_of(events)
+    assert kinds[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"]
+    assert kinds[-1] in ("RUN_FINISHED", "RUN_ERROR")
+    assert sum(k in ("RUN_FINISHED", "RUN_ERROR") for k in kinds) == 1
+    open_text: str | None = None
+    open_calls: set[str] = set()
+    started: set[str] = set()
+    for event in events:
+        kind = event["type"]
+        if kind == "TEXT_MESSAGE_START":
+            assert open_text is None
+            open_text = event["messageId"]
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            assert event["messageId"] == open_text and event["delta"]
+        elif kind == "TEXT_MESSAGE_END":
+            assert event["messageId"] == open_text
+            open_text = None
+        elif kind == "TOOL_CALL_START":
+            open_calls.add(event["toolCallId"])
+            started.add(event["toolCallId"])
+        elif kind == "TOOL_CALL_ARGS":
+            assert event["toolCallId"] in open_calls
+            json.loads(event["delta"])
+        elif kind == "TOOL_CALL_END":
+            open_calls.remove(event["toolCallId"])
+        elif kind == "TOOL_CALL_RESULT":
+            assert event["toolCallId"] not in open_calls
+            assert event["toolCallId"] in started or event["messageId"].startswith("reply:")
+    assert open_text is None and not open_calls
+
+
+async def plan_to_question(client: Client) -> list[dict]:
+    events = await client.say("Fix the failing test", mode="plan")
+    [question] = interrupts(events)
+    assert question["reason"] == "question"
+    return events
+
+
+async def plan_to_approval(client: Client) -> tuple[list[dict], dict]:
+    [question] = interrupts(await plan_to_question(client))
+    events = await client.resume(question, answer="Raise an error")
+    [approval] = interrupts(events)
+    assert approval["reason"] == "plan_approval"
+    return events, approval
+
+
+# -- event order and state ----------------------------------------------------------------
+
+
+async def test_a_plan_run_streams_in_order_and_pauses_on_the_question(client: Client) -> None:
+    events = await plan_to_question(client)
+    assert_well_formed(events)
+    kinds = types_of(events)
+    assert events[0]["threadId"] == THREAD and events[0]["protocolVersion"] == "1.0"
+    assert events[-1]["threadId"] == THREAD and events[-1]["runId"] == events[0]["runId"]
+    # The selection arrives as state and is reflected back from the first event on.
+    assert events[1]["snapshot"]["agent_mode"] == "plan"
+    assert "TEXT_MESSAGE_CONTENT" in kinds and "STATE_DELTA" in kinds
+    refused = tool_results(events, "Edit")
+    assert refused and refused[0]["error"].startswith("PLAN_MODE_GATE")
+    [question] = interrupts(events)
+    ask = [e for e in events if e.get("toolCallName") == "ask_user_question"]
+    assert question["toolCallId"] == ask[0]["toolCallId"]
+    assert question["metadata"]["question_id"] == 1
+    assert len(question["metadata"]["options"]) == 2
+    assert question["responseSchema"]["required"] == ["answer"]
+    assert replay(events) == await client.stored_state()
+
+
+async def test_snapshot_and_deltas_track_the_plan_while_the_run_streams(client: Client) -> None:
+    events, approval = await plan_to_approval(client)
+    assert_well_formed(events)
+    assert replay(events) == await client.stored_state()
+    # The draft reaches the client as a delta before the run ends, not only at the end.
+    state = events[1]["snapshot"]
+    drafting_at = None
+    for index, event in enumerate(events):
+        if event["type"] == "STATE_DELTA":
+            state = jsonpatch.apply_patch(state, event["delta"])
+            plan = state["plan:orchestrator"]
+            if plan["status"] == "drafting" and plan["content"] and drafting_at is None:
+                drafting_at = index
+    assert drafting_at is not None and drafting_at < len(events) - 2
+    # The human's answer comes back as the canonical result of the paused call.
+    [reply] = [e for e in events if e["type"] == "TOOL_CALL_RESULT"][:1]
+    assert reply["messageId"].startswith("reply:")
+    assert json.loads(reply["content"])["answer"] == "Raise an error"
+    record = state["plan:orchestrator"]
+    assert approval["metadata"]["revision"] == record["contentRevisions"] == 1
+    assert approval["metadata"]["sha256"] == record["sha256"]
+    assert approval["metadata"]["content"] == record["content"]
+    assert approval["id"] == record["pending"][0]["approvalId"]
+
+
+async def test_approve_with_an_edit_unlocks_writes_and_flips_to_agent(client: Client) -> None:
+    _, approval = await plan_to_approval(client)
+    edited = approval["metadata"]["content"] + "\n## Note\nKeep the change minimal.\n"
+    events = await client.resume(approval, decision="approve", content=edited, reviewer_note="ok")
+    assert_well_formed(events)
+    assert events[-1]["outcome"]["type"] == "success"
+    assert tool_results(events, "Edit")[0] == {"path": "inventory/stock.py", "replacements": 1}
+    assert tool_results(events, "Bash")[0]["exit_code"] == 0
+    assert "5 passed" in tool_results(events, "Bash")[0]["stdout"]
+    state = replay(events)
+    assert state == await client.stored_state()
+    assert state["agent_mode"] == "agent"
+    assert state["plan:orchestrator"]["status"] == "approved"
+    assert state["plan:orchestrator"]["content"] == edited
+    assert state["plan:orchestrator"]["revisions"][-1]["author"] == "reviewer"
+    assert all(t["status"] == "completed" for t in state["todos:orchestrator"])
+    assert "if quantity > on_hand:\n" in (client.workspace / "inventory/stock.py").read_text()
+
+
+async def test_entry_confirmation_interrupt_and_both_answers(client: Client) -> None:
+    events = await client.say("Fix the failing test", thread="t-enter")
+    [entry] = interrupts(events)
+    assert entry["reason"] == "plan_entry"
+    assert entry["responseSchema"]["properties"]["decision"]["enum"] == ["approve", "reject"]
+    assert "Fix the failing test" in entry["message"]
+    events = await client.resume(entry, thread="t-enter", decision="approve")
+    assert_well_formed(events)
+    assert interrupts(events)[0]["reason"] == "question"
+    assert replay(events) == await client.stored_state("t-enter")
+
+    events = await client.say("Fix the failing test", thread="t-decline")
+    [entry] = interrupts(events)
+    events = await client.resume(entry, thread="t-decline", decision="reject")
+    assert events[-1]["outcome"]["type"] == "success"
+    assert replay(events)["plan:orchestrator"]["status"] == "cancelled"
+    said = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert "no plan" in said
+
+
+async def test_reject_sends_the_plan_back_and_a_new_revision_comes_for_approval(
+    client: Client,
+) -> None:
+    _, first = await plan_to_approval(client)
+    events = await client.resume(first, decision="reject", reviewer_note="Mention the docstring")
+    [second] = interrupts(events)
+    assert second["reason"] == "plan_approval" and second["id"] != first["id"]
+    assert second["metadata"]["revision"] == 2
+    assert "Mention the docstring" in second["metadata"]["content"]
+    state = replay(events)
+    assert state == await client.stored_state()
+    revisions = state["plan:orchestrator"]["revisions"]
+    assert [r["number"] for r in revisions] == [1, 2]
+
+
+async def test_a_cancelled_resume_rejects_or_declines(client: Client) -> None:
+    _, approval = await plan_to_approval(client)
+    events = await client.resume(approval, status="cancelled")
+    [again] = interrupts(events)
+    assert again["metadata"]["revision"] == 2
+    reply = json.loads(next(e for e in events if e["type"] == "TOOL_CALL_RESULT")["content"])
+    assert reply["status"] == "rejected"
+
+
+# -- stale and duplicate answers ----------------------------------------------------------
+
+
+async def test_a_duplicate_resume_is_refused_and_changes_nothing(client: Client) -> None:
+    [question] = interrupts(await plan_to_question(client))
+    await client.resume(question, answer="Raise an error")
+    before = await client.footprint()
+    events = await client.resume(question, answer="Allow backorders")
+    assert types_of(events) == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_ERROR"]
+    assert events[-1]["code"] == "STALE_RESUME"
+    assert "not pending" in events[-1]["message"]
+    assert await client.footprint() == before
+
+
+async def test_an_approval_for_another_revision_or_hash_is_stale(client: Client) -> None:
+    _, approval = await plan_to_approval(client)
+    before = await client.footprint()
+    for payload in ({"revision": 7}, {"sha256": "0" * 64}, {"approval_id": "someone-else"}):
+        events = await client.resume(approval, decision="approve", **payload)
+        assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STALE_RESUME"
+    events = await client.run(resume=[{"interruptId": "no-such", "status": "resolved"}])
+    assert events[-1]["code"] == "STALE_RESUME"
+    assert await client.footprint() == before
+    assert (await client.session().record()).status.value == "pending_approval"
+
+
+async def test_seed_style_tool_message_replies(client: Client) -> None:
+    [question] = interrupts(await plan_to_question(client))
+    call_id = question["toolCallId"]
+    answer = {"answer": "Raise an error", "question_id": 1}
+    events = await client.run(
+        messages=[
+            {
+                "id": "a1",
+                "role": "assistant",
+                "toolCalls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "ask_user_question", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"id": "r1", "role": "tool", "toolCallId": call_id, "content": json.dumps(answer)},
+        ]
+    )
+    [approval] = interrupts(events)
+    assert approval["reason"] == "plan_approval"
+    reply = {"status": "approved", "reviewer_note": "go"}
+    message = {
+        "id": "r2",
+        "role": "tool",
+        "toolCallId": approval["toolCallId"],
+        "content": json.dumps(reply),
+    }
+    events = await client.run(messages=[message])
+    assert events[-1]["outcome"]["type"] == "success"
+    assert replay(events)["plan:orchestrator"]["status"] == "approved"
+    # The same reply again answers nothing pending.
+    events = await client.run(messages=[message])
+    assert events[-1]["code"] == "STALE_RESUME"
+
+
+# -- thread read-back ---------------------------------------------------------------------
+
+
+async def test_thread_read_back_restores_messages_state_interrupts_and_journal(
+    client: Client,
+) -> None:
+    missing = await client.http.get("/api/threads/t-nobody")
+    assert missing.status_code == 404
+    _, approval = await plan_to_approval(client)
+    thread = (await client.http.get(f"/api/threads/{THREAD}")).json()
+    assert thread["state"] == await client.stored_state()
+    assert [i["id"] for i in thread["interrupts"]] == [approval["id"]]
+    assert thread["interrupts"][0]["metadata"]["sha256"] == approval["metadata"]["sha256"]
+    assert thread["running"] is False
+    messages = thread["messages"]
+    assert messages[0] == {
+        "id": messages[0]["id"],
+        "role": "user",
+        "content": "Fix the failing test",
+    }
+    calls = {c["id"]: c["function"]["name"] for m in messages for c in m.get("toolCalls") or []}
+    results = {m["toolCallId"]: json.loads(m["content"]) for m in messages if m["role"] == "tool"}
+    edit = next(i for i, n in calls.items() if n == "Edit")
+    assert results[edit]["error"].startswith("PLAN_MODE_GATE")
+    ask = next(i for i, n in calls.items() if n == "ask_user_question")
+    assert results[ask] == {
+        "status": "answered",
+        "question_id": 1,
+        "answer": "Raise an error",
+        "message": "The user answered: Raise an error",
+    }
+    assert approval["toolCallId"] in calls and approval["toolCallId"] not in results
+    kinds = [e["kind"] for e in thread["journal"]]
+    assert "plan.gate.denied" in kinds and "plan.answered" in kinds
+    journal = (await client.http.get(f"/api/threads/{THREAD}/journal")).json()["journal"]
+    assert journal == thread["journal"]
+
+
+# -- malformed input, limits, auth --------------------------------------------------------
+
+
+async def test_malformed_input_gets_a_clear_4xx_and_changes_nothing(client: Client) -> None:
+    [question] = interrupts(await plan_to_question(client))
+    before = await client.footprint()
+    post = client.http.post
+    cases = [
+        (await post("/api/agent", content=b"{not json", headers=_json), 400, "not valid JSON"),
+        (await post("/api/agent", json=[1, 2]), 400, "JSON object"),
+        (await post("/api/agent", content=b"{}", headers={"content-type": "text/plain"}), 415, "application/json"),
+        (await post("/api/agent", json={"runId": "r", "messages": []}), 422, "threadId"),
+        (await post("/api/agent", json=run_input(THREAD, messages=[{"id": "x", "role": "boss", "content": "hi"}])), 422, "messages"),
+        (await post("/api/agent", json=run_input(THREAD)), 422, "nothing to run"),
+        (await post("/api/agent", json=run_input(THREAD, messages=[user_message("  ")])), 422, "empty"),
+        (await post("/api/agent", json=run_input("bad thread/id", messages=[user_message("hi")])), 422, "threadId"),
+        (await post("/api/agent", json=run_input(THREAD, state={"agent_mode": "turbo"}, messages=[user_message("hi")])), 422, "agent_mode"),
+        (await post("/api/agent", json=run_input(THREAD, resume=[{"interruptId": question["id"], "status": "resolved", "payload": {"answer": ""}}])), 422, "answer"),
+        (await post("/api/agent", json=run_input(THREAD, resume=[{"interruptId": question["id"], "status": "maybe"}])), 422, "resume"),
+        (await post("/api/agent", json=run_input(THREAD, messages=[{"id": "t", "role": "tool", "toolCallId": question["toolCallId"], "content": "yes"}])), 422, "JSON object"),
+    ]  # fmt: skip
+    for response, status, words in cases:
+        assert response.status_code == status, response.text
+        assert words in response.json()["error"], response.json()
+    assert await client.footprint() == before
+    assert (await client.http.get("/api/threads/bad-thread-never-run")).status_code == 404
+
+
+_json = {"content-type": "application/json"}
+
+
+async def test_body_size_limit(tmp_path: Path) -> None:
+    app, _ = demo_app(tmp_path, max_body_bytes=2048)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+        big = run_input("t-big", messages=[user_message("x" * 4096)])
+        response = await http.post("/api/agent", json=big)
+        assert response.status_code == 413
+        assert "larger than 2048 bytes" in response.json()["error"]
+
+        async def chunks():  # no Content-Length: the limit holds while reading
+            yield json.dumps(big).encode()
+
+        response = await http.post("/api/agent", content=chunks(), headers=_json)
+        assert response.status_code == 413
+        assert (await http.get("/api/threads/t-big")).status_code == 404
+
+
+async def test_token_is_required_when_configured(tmp_path: Path) -> None:
+    app, _ = demo_app(tmp_path, require_token=True, token="s3cret-token")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://203.0.113.7:8765") as http:
+        body = run_input(
+            "t-auth", messages=[user_message("Fix the failing test")], state={"agent_mode": "plan"}
+        )
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-token"}):
+            response = await http.post("/api/agent", json=body, headers=headers)
+            assert response.status_code == 401
+            assert response.headers["www-authenticate"] == "Bearer"
+        assert (await http.get("/api/threads/t-auth")).status_code == 401
+        assert (await http.get("/api/info")).status_code == 401
+        # The page and its assets hold no data and load without the token.
+        page = await http.get("/")
+        assert page.status_code == 200 and "plangate" in page.text
+        assert (await http.get("/static/app.js")).status_code == 200
+        good = {"Authorization": "Bearer s3cret-token"}
+        response = await http.post("/api/agent", json=body, headers=good)
+        assert response.status_code == 200
+        assert sse_events(response.text)[-1]["type"] == "RUN_FINISHED"
+        assert (await http.get("/api/threads/t-auth", headers=good)).status_code == 200
+    with pytest.raises(ValueError):
+        create_app(runner=app.state.web.runner, require_token=True, token=None)
+
+
+async def test_loopback_only_without_token_no_cors_no_cross_origin_posts(client: Client) -> None:
+    http = client.http
+    rebound = await http.get("/api/info", headers={"host": "attacker.example"})
+    assert rebound.status_code == 400
+    assert (await http.get("/api/info", headers={"host": "localhost:8765"})).status_code == 200
+    body = run_input(THREAD, messages=[user_message("hi")])
+    cross = await http.post("/api/agent", json=body, headers={"origin": "http://attacker.example"})
+    assert cross.status_code == 403
+    preflight = await http.options(
+        "/api/agent",
+        headers={"origin": "http://attacker.example", "access-control-request-method": "POST"},
+    )
+    assert "access-control-allow-origin" not in preflight.headers
+    page = await http.get("/", headers={"origin": "http://attacker.example"})
+    assert "access-control-allow-origin" not in page.headers
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    same = await http.post("/api/agent", json=body, headers={"origin": BASE})
+    assert same.status_code == 200
+
+
+# -- one run per thread, failures ---------------------------------------------------------
+
+
+async def test_a_second_concurrent_run_on_a_thread_gets_409(tmp_path: Path) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def Wait() -> dict:
+        """Wait for the test to let go."""
+        entered.set()
+        await release.wait()
+        return {"waited": True}
+
+    model = ScriptedLlm()
+    model.add([call("Wait")], [text("done")], [text("again")])
+    agent = setup_plan(LlmAgent(name="orchestrator", model=model, tools=[Wait]))
+    runner = build_runner(agent, database_url=f"sqlite:///{tmp_path / 'busy.db'}")
+    app = create_app(runner=runner, require_token=False, token=None)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+        first = asyncio.create_task(
+            http.post("/api/agent", json=run_input("t-busy", messages=[user_message("go")]))
+        )
+        await asyncio.wait_for(entered.wait(), 10)
+        second = await http.post(
+            "/api/agent", json=run_input("t-busy", messages=[user_message("go")])
+        )
+        assert second.status_code == 409
+        assert second.json()["code"] == "RUN_IN_PROGRESS"
+        other = await http.post(
+            "/api/agent", json=run_input("t-other", messages=[user_message("x")])
+        )
+        assert other.status_code == 200  # other threads are not blocked
+        thread = (await http.get("/api/threads/t-busy")).json()
+        assert thread["running"] is True
+        release.set()
+        response = await asyncio.wait_for(first, 10)
+        assert sse_events(response.text)[-1]["outcome"]["type"] == "success"
+        again = await http.post(
+            "/api/agent", json=run_input("t-busy", messages=[user_message("go")])
+        )
+        assert again.status_code == 200
+
+
+async def test_an_agent_failure_ends_the_run_with_run_error(tmp_path: Path) -> None:
+    model = ScriptedLlm()  # no steps: the first model call fails
+    agent = setup_plan(LlmAgent(name="orchestrator", model=model))
+    runner = build_runner(agent, database_url=f"sqlite:///{tmp_path / 'fail.db'}")
+    app = create_app(runner=runner, require_token=False, token=None)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+        response = await http.post(
+            "/api/agent", json=run_input("t-fail", messages=[user_message("hi")])
+        )
+        events = sse_events(response.text)
+        assert types_of(events)[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"]
+        assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "AGENT_ERROR"
+        assert "ScriptExhausted" in events[-1]["message"]
+        model.add([text("back")])
+        response = await http.post(
+            "/api/agent", json=run_input("t-fail", messages=[user_message("hi")])
+        )
+        assert sse_events(response.text)[-1]["type"] == "RUN_FINISHED"

@@ -1,0 +1,111 @@
+"""Helpers for the web tests: SSE parsing, AG-UI inputs, and a real uvicorn server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from plangate.adk.runner import build_runner
+from plangate.agent.coding_agent import build_coding_agent
+from plangate.agent.workspace import copy_sample_workspace
+from plangate.models.demo import DemoModel
+from plangate.web.server import bind, create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def sse_events(text: str) -> list[dict[str, Any]]:
+    """The AG-UI events of an SSE body (``data: <json>`` frames)."""
+    events = []
+    for frame in text.split("\n\n"):
+        data = "\n".join(
+            line[len("data:") :].lstrip(" ")
+            for line in frame.splitlines()
+            if line.startswith("data:")
+        )
+        if data:
+            events.append(json.loads(data))
+    return events
+
+
+def run_input(thread_id: str, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "threadId": thread_id,
+        "runId": uuid.uuid4().hex,
+        "messages": [],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+    body.update(fields)
+    return body
+
+
+def user_message(text: str) -> dict[str, Any]:
+    return {"id": uuid.uuid4().hex, "role": "user", "content": text}
+
+
+def demo_app(tmp_path: Path, **options: Any):
+    """The app over the coding agent, the demo model and a fresh sample workspace."""
+    workspace = copy_sample_workspace(tmp_path / "workspace")
+    runner = build_runner(
+        build_coding_agent(workspace, DemoModel()),
+        database_url=f"sqlite:///{tmp_path / 'web.db'}",
+    )
+    options.setdefault("require_token", False)
+    options.setdefault("token", None)
+    return create_app(runner=runner, **options), workspace
+
+
+class ServerThread:
+    """A real uvicorn server on a free loopback port, in a background thread."""
+
+    def __init__(self, app: Any) -> None:
+        self.sock = bind("127.0.0.1", 0)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self._run, name="uvicorn", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.run(self.server.serve(sockets=[self.sock]))
+
+    def start(self) -> ServerThread:
+        self.thread.start()
+        for _ in range(200):
+            if self.server.started:
+                return self
+            self.thread.join(0.05)
+        raise RuntimeError("the server did not start")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@contextmanager
+def running_server(app: Any) -> Iterator[ServerThread]:
+    server = ServerThread(app).start()
+    try:
+        yield server
+    finally:
+        server.stop()
