@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import Harness, tool_results
 
+from harness import Harness, tool_results
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.scripted import ScriptedLlm, call, text
