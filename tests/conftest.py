@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import WRITES  # noqa: E402
+from harness import WRITES
 
 POSTGRES_ENV = "PLANGATE_TEST_POSTGRES_URL"
 

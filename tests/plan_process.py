@@ -1,8 +1,8 @@
 """A separate process that drives Plan Mode on a shared database (restart and race tests).
 
-    python plan_process.py start DB WORKDIR         -> plans and pauses on approval
-    python plan_process.py approve DB WORKDIR SID CALL_ID
-    python plan_process.py race DB SCOPE_KEY NAME COUNT START_AT
+python plan_process.py start DB WORKDIR         -> plans and pauses on approval
+python plan_process.py approve DB WORKDIR SID CALL_ID
+python plan_process.py race DB SCOPE_KEY NAME COUNT START_AT
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 async def start(db: str, workdir: str) -> None:
     from harness import Harness, make_agent, paused_call_id
-
     from plangate.models.scripted import ScriptedLlm, call
 
     model = ScriptedLlm()
@@ -26,12 +25,15 @@ async def start(db: str, workdir: str) -> None:
     await harness.start({"agent_mode": "plan"})
     model.add([call("update_plan_content", content="1. write the file")], [call("exit_plan_mode")])
     events = await harness.send("write the file")
-    print(json.dumps({"session_id": harness.session_id, "call_id": paused_call_id(events, "exit_plan_mode")}))
+    print(
+        json.dumps(
+            {"session_id": harness.session_id, "call_id": paused_call_id(events, "exit_plan_mode")}
+        )
+    )
 
 
 async def approve(db: str, workdir: str, session_id: str, call_id: str) -> None:
     from harness import Harness, make_agent, tool_results
-
     from plangate.models.scripted import ScriptedLlm, call, text
 
     model = ScriptedLlm()
