@@ -9,6 +9,8 @@ events -- and, through ``within``, with the run's intent writes -- in one transa
 
 from __future__ import annotations
 
+import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -224,11 +226,11 @@ class ProtocolStateStore:
         segment_id: str,
         change: Callable[[ProtocolState], tuple[ProtocolState, Sequence[JournalEvent]]],
         *,
-        attempts: int = 8,
+        attempts: int = 20,
     ) -> ProtocolState:
         """Apply ``change`` to the latest segment by compare-and-set, re-reading and
         re-applying on a lost race (parallel tool calls record into one segment)."""
-        for _ in range(attempts):
+        for attempt in range(attempts):
             current = await self.segment(scope_key, segment_id)
             if current is None:
                 raise LookupError(f"PROTOCOL_SEGMENT_MISSING:{segment_id}")
@@ -236,6 +238,8 @@ class ProtocolStateStore:
             try:
                 await self.write(scope_key, segments=[(new_state, current.version)], events=events)
             except Conflict:
+                # Jittered back-off: a tight loop keeps losing to the same fast writer.
+                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
                 continue
             return new_state
         raise Conflict(SEGMENT_KIND, segment_id, -1, None)
