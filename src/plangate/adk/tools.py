@@ -3,6 +3,7 @@ request: an invalid one returns a structured error the model can correct in the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from google.adk.events import Event, EventActions
@@ -90,21 +91,16 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
             content: Plan Markdown to add, or the whole plan when mode is "replace".
             mode: "append" (default) adds to the plan; "replace" replaces it.
         """
-        scope = scope_of(tool_context, runtime.branch)
-        loaded = await runtime.load(scope)
-        if loaded.unreadable:
-            return _unreadable(loaded.unreadable)
-        try:
-            transition = transitions.update_content(
-                loaded.state.record, content=content, mode=mode, now=runtime.now()
-            )
-        except PlanError as exc:
-            return exc.to_result()
-        state = loaded.state.model_copy(update={"record": transition.record})
-        try:
-            await runtime.commit(scope, loaded, state, [transition])
-        except Conflict as exc:
-            return _conflict(exc)
+        applied = await _apply(
+            runtime,
+            tool_context,
+            lambda record: transitions.update_content(
+                record, content=content, mode=mode, now=runtime.now()
+            ),
+        )
+        if not isinstance(applied, Transition):
+            return applied
+        transition = applied
         tool_context.state[runtime.state_key] = transition.record.dump()
         return transition.result
 
@@ -160,16 +156,16 @@ def _call_id(tool_context: ToolContext) -> str:
     return tool_context.function_call_id or ""
 
 
-async def _pausing(runtime: PlanRuntime, tool_context: ToolContext, step: Any) -> dict | None:
-    """Run a transition that opens a human request; ``None`` tells ADK to pause the run."""
+async def _apply(
+    runtime: PlanRuntime, tool_context: ToolContext, step: Callable[[PlanRecord | None], Transition]
+) -> Transition | dict[str, Any]:
+    """Load the plan, run one pure transition and commit it; an error result otherwise."""
     scope = scope_of(tool_context, runtime.branch)
     loaded = await runtime.load(scope)
     if loaded.unreadable:
         return _unreadable(loaded.unreadable)
-    if not _call_id(tool_context):
-        return {"error": "INVALID_STATE: this tool must be called as a function call with an id"}
     try:
-        transition: Transition = step(loaded.state.record)
+        transition = step(loaded.state.record)
     except PlanError as exc:
         return exc.to_result()
     state = loaded.state.model_copy(update={"record": transition.record})
@@ -177,7 +173,19 @@ async def _pausing(runtime: PlanRuntime, tool_context: ToolContext, step: Any) -
         await runtime.commit(scope, loaded, state, [transition])
     except Conflict as exc:
         return _conflict(exc)
-    await _mirror_while_paused(runtime, tool_context, transition.record)
+    return transition
+
+
+async def _pausing(
+    runtime: PlanRuntime, tool_context: ToolContext, step: Callable[[PlanRecord | None], Transition]
+) -> dict[str, Any] | None:
+    """Run a transition that opens a human request; ``None`` tells ADK to pause the run."""
+    if not _call_id(tool_context):
+        return {"error": "INVALID_STATE: this tool must be called as a function call with an id"}
+    applied = await _apply(runtime, tool_context, step)
+    if not isinstance(applied, Transition):
+        return applied
+    await _mirror_while_paused(runtime, tool_context, applied.record)
     return None
 
 

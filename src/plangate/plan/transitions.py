@@ -589,6 +589,14 @@ def _decision(
     )
 
 
+def _consume(record: PlanRecord, pending: PendingRequest, now: float) -> PlanRecord:
+    """A copy of the record with ``pending`` answered (removed from the open requests)."""
+    updated = record.model_copy(deep=True)
+    updated.pending = [p for p in updated.pending if p.call_id != pending.call_id]
+    updated.updated_at = now
+    return updated
+
+
 def _resolve_enter(
     record: PlanRecord,
     pending: PendingRequest,
@@ -598,9 +606,7 @@ def _resolve_enter(
     actor: str,
 ) -> Transition:
     note = _note(pending, response)
-    updated = record.model_copy(deep=True)
-    updated.pending = [p for p in updated.pending if p.call_id != pending.call_id]
-    updated.updated_at = now
+    updated = _consume(record, pending, now)
     if response["status"] == "approved":
         updated.status = PlanStatus.EXPLORING
         message = (
@@ -644,9 +650,7 @@ def _resolve_exit(
 ) -> Transition:
     note = _note(pending, response)
     edited = _edited_content(pending, response)
-    updated = record.model_copy(deep=True)
-    updated.pending = [p for p in updated.pending if p.call_id != pending.call_id]
-    updated.updated_at = now
+    updated = _consume(record, pending, now)
     if response["status"] == "approved":
         if edited is not None and edited != updated.content:
             updated.content = edited
@@ -731,9 +735,7 @@ def _answer(
     answer = response.get("answer")
     if not isinstance(answer, str) or not answer.strip():
         raise ReplyIgnored("'answer' must be a non-empty string")
-    updated = record.model_copy(deep=True)
-    updated.pending = [p for p in updated.pending if p.call_id != pending.call_id]
-    updated.updated_at = now
+    updated = _consume(record, pending, now)
     for question in updated.asked_questions:
         if question.id == pending.question_id:
             question.answer = answer.strip()
