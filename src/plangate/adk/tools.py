@@ -100,9 +100,8 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         )
         if not isinstance(applied, Transition):
             return applied
-        transition = applied
-        tool_context.state[runtime.state_key] = transition.record.dump()
-        return transition.result
+        tool_context.state[runtime.state_key] = applied.record.dump()
+        return applied.result
 
     async def exit_plan_mode(
         tool_context: ToolContext, summary: str | None = None
