@@ -368,6 +368,33 @@ async def test_thread_read_back_restores_messages_state_interrupts_and_journal(
     assert journal == thread["journal"]
 
 
+async def test_leaving_plan_mode_cancels_the_plan_and_withdraws_the_request(
+    client: Client,
+) -> None:
+    _, approval = await plan_to_approval(client)
+    leave = client.http.post
+    assert (await leave("/api/threads/t-nobody/leave-plan", json={})).status_code == 404
+    assert (await leave(f"/api/threads/{THREAD}/leave-plan", content=b"")).status_code == 415
+    response = await leave(f"/api/threads/{THREAD}/leave-plan", json={})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["message"].startswith("Left plan mode")
+    assert body["interrupts"] == []
+    assert body["state"]["plan:orchestrator"]["status"] == "cancelled"
+    assert body["state"]["agent_mode"] == "agent"
+    assert any(
+        e["kind"] == "plan.transition" and e["toState"] == "cancelled" for e in body["journal"]
+    )
+    events = await client.resume(approval, decision="approve")
+    assert events[-1]["code"] == "STALE_RESUME"
+    # The withdrawn call reads back as withdrawn.
+    thread = (await client.http.get(f"/api/threads/{THREAD}")).json()
+    results = {m["toolCallId"]: m for m in thread["messages"] if m["role"] == "tool"}
+    withdrawn = results[approval["toolCallId"]]
+    assert withdrawn["id"] == f"reply:{approval['toolCallId']}"
+    assert json.loads(withdrawn["content"])["status"] == "cancelled"
+
+
 # -- malformed input, limits, auth --------------------------------------------------------
 
 
@@ -521,3 +548,27 @@ async def test_an_agent_failure_ends_the_run_with_run_error(tmp_path: Path) -> N
             "/api/agent", json=run_input("t-fail", messages=[user_message("hi")])
         )
         assert sse_events(response.text)[-1]["type"] == "RUN_FINISHED"
+
+
+def test_serve_command_line() -> None:
+    import argparse
+
+    from plangate.cli.serve import add_serve_parser, run_serve
+    from plangate.web.server import is_loopback
+
+    parser = argparse.ArgumentParser(prog="plangate")
+    add_serve_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["serve"])
+    assert (args.host, args.port, args.workspace, args.model, args.token) == (
+        "127.0.0.1",
+        8765,
+        None,
+        None,
+        None,
+    )
+    assert args.func is run_serve
+    args = parser.parse_args(["serve", "--host", "0.0.0.0", "--port", "0", "--token", "t"])
+    assert (args.host, args.port, args.token) == ("0.0.0.0", 0, "t")
+    assert run_serve(parser.parse_args(["serve", "--port", "70000"])) == 2
+    assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.0.0.2"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "192.168.1.5", "example.com", "::"))

@@ -7,6 +7,7 @@ Endpoints
     POST /api/agent                 an AG-UI run (RunAgentInput in, SSE events out)
     GET  /api/threads/{id}          messages, state, pending interrupts, journal
     GET  /api/threads/{id}/journal  the governance journal
+    POST /api/threads/{id}/leave-plan  the user's exit from Plan Mode (cancels the plan)
 
 Safe to expose: loopback without a token by default (Host checked against loopback
 names, so DNS rebinding cannot reach it), a bearer token everywhere else; no CORS;
@@ -19,9 +20,11 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import logging
 import re
 import secrets
 import socket
+import warnings
 from collections.abc import AsyncIterator, Iterable
 from importlib import resources
 from pathlib import Path
@@ -328,6 +331,30 @@ async def journal(request: Request) -> Response:
     )
 
 
+async def leave_plan(request: Request) -> Response:
+    """The user's explicit exit from Plan Mode (the page's Agent toggle): the plan is
+    cancelled and journaled, pending requests are withdrawn, the selection becomes Agent."""
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    web, thread_id = found
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        return _error(415, "BAD_INPUT", "send Content-Type: application/json")
+    if thread_id in web.runs:
+        return _error(
+            409, "RUN_IN_PROGRESS", f"thread {thread_id!r} has a run in progress; wait for it"
+        )
+    web.runs[thread_id] = None  # no run may start while the plan is being cancelled
+    try:
+        session = web.plan_session(thread_id)
+        message = await session.leave_plan()
+        data = await thread_json(session, running=False)
+    finally:
+        web.runs.pop(thread_id, None)
+    return JSONResponse({"message": message, **data}, headers={"Cache-Control": "no-store"})
+
+
 def create_app(
     *,
     runner: Runner,
@@ -373,6 +400,7 @@ def create_app(
             Route("/api/agent", agent, methods=["POST"]),
             Route("/api/threads/{thread_id}", thread),
             Route("/api/threads/{thread_id}/journal", journal),
+            Route("/api/threads/{thread_id}/leave-plan", leave_plan, methods=["POST"]),
             Mount("/static", StaticFiles(directory=_static_dir()), name="static"),
         ],
         lifespan=lifespan,
@@ -428,7 +456,11 @@ def serve(
         if not root.is_dir():
             raise ValueError(f"workspace {workspace} is not a directory")
     model = resolve_model(model_spec)
-    runner = build_runner(build_coding_agent(root, model), database_url=database_url)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
+        runner = build_runner(build_coding_agent(root, model), database_url=database_url)
+    # Models without usage metadata (the offline demo) would log this on every call.
+    logging.getLogger("google_adk.google.adk.telemetry._metrics").setLevel(logging.ERROR)
     app = create_app(
         runner=runner,
         require_token=require_token,

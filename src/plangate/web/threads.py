@@ -12,7 +12,7 @@ from typing import Any
 
 from ag_ui.core import AssistantMessage, FunctionCall, Message, ToolCall, ToolMessage, UserMessage
 
-from plangate.adk.session import PlanSession
+from plangate.adk.session import SYSTEM_AUTHOR, PlanSession
 from plangate.plan.session_state import PlanSessionState
 from plangate.store.store import JournalEntry
 from plangate.web.agui import StateKeys, interrupt_for, reply_id, shared_state
@@ -21,12 +21,40 @@ __all__ = ["journal_json", "thread_json", "thread_messages"]
 
 
 def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Message]:
-    """User text, assistant text with tool calls, and tool results, in order."""
+    """User text, assistant text with tool calls, and tool results, in order.
+
+    A paused call that was withdrawn rather than answered (the user left Plan Mode) has no
+    reply in the session; its canonical result is shown where the withdrawal happened.
+    """
+    answered = {
+        part.function_response.id
+        for event in events
+        for part in (event.content.parts if event.content else None) or []
+        if part.function_response is not None
+    }
+    withdrawn = {k: v for k, v in plan_state.resolutions.items() if k not in answered}
+    waiting: list[str] = []
     messages: list[Message] = []
+
+    def flush() -> None:
+        for call_id in waiting:
+            content = _dumps(withdrawn[call_id].result)
+            messages.append(
+                ToolMessage(id=reply_id(call_id), tool_call_id=call_id, content=content)
+            )
+        waiting.clear()
+
     for event in events:
-        if event.partial or event.content is None:
+        if event.partial:
+            continue
+        if waiting and event.author in ("user", SYSTEM_AUTHOR):
+            flush()
+        if event.content is None:
             continue
         parts = event.content.parts or []
+        for part in parts:
+            if part.function_call is not None and part.function_call.id in withdrawn:
+                waiting.append(part.function_call.id)
         if event.author == "user":
             text = "\n".join(p.text for p in parts if p.text)
             if text:
@@ -68,6 +96,7 @@ def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Mes
                         content=_dumps(response.response or {}),
                     )
                 )
+    flush()
     return messages
 
 

@@ -318,6 +318,7 @@
     tools: new Map(), // tool call id -> {node, name, args}
     bubbles: new Map(), // message id -> {node, text}
     journal: [],
+    loading: true,
   };
   window.__events = [];
 
@@ -347,6 +348,11 @@
 
   function selection() {
     return S.selection || threadSelection();
+  }
+
+  function planActive() {
+    const record = plan();
+    return Boolean(record && record.gateActive);
   }
 
   // ---------------------------------------------------------------- server access
@@ -440,7 +446,7 @@
       if (result.status === "ignored") return { kind: "ignored", text: error || "ignored" };
       if (error) return { kind: "error", text: error };
       if (result.status === "waiting") return { kind: "waiting", text: "still waiting for you" };
-      if (result.status === "cancelled") return { kind: "ignored", text: result.message || "withdrawn" };
+      if (result.status === "cancelled") return { kind: "withdrawn", text: result.message || "withdrawn" };
       if (result.status === "rejected") return { kind: "rejected", text: result.reviewer_note ? `rejected: ${result.reviewer_note}` : "rejected" };
       if (result.status === "approved") return { kind: "ok", text: truncate(result.message || "approved", 160) };
       if (result.status === "answered") return { kind: "ok", text: `answered: ${result.answer}` };
@@ -467,6 +473,7 @@
     refused: "refused by plan gate",
     waiting: "waiting for you",
     ignored: "ignored",
+    withdrawn: "withdrawn",
     rejected: "rejected",
   };
 
@@ -530,7 +537,7 @@
   function decisionText(result, toolName) {
     if (!result || typeof result !== "object") return "Replied";
     if (result.status === "ignored") return `Reply ignored — ${result.error || ""}`;
-    if (result.status === "cancelled") return "Request withdrawn";
+    if (result.status === "cancelled") return "Left Plan mode — request withdrawn";
     if (toolName === "ask_user_question" || result.status === "answered") return `Answered: ${result.answer}`;
     if (toolName === "enter_plan_mode") return result.status === "approved" ? "Confirmed Plan mode" : "Declined Plan mode";
     const revision = result.plan && result.plan.contentRevisions;
@@ -636,7 +643,8 @@
   }
 
   function renderMode() {
-    const current = selection();
+    // An active plan shows as Plan, however it was entered (selected, or asked by the agent).
+    const current = planActive() && !S.selection ? "plan" : selection();
     for (const button of document.querySelectorAll(".toggle button")) {
       button.setAttribute("aria-pressed", String(button.dataset.mode === current));
     }
@@ -644,7 +652,9 @@
     const active = record && record.gateActive;
     let note = "";
     if (S.selection && S.selection !== threadSelection()) {
-      note = S.selection === "plan" ? "Plan mode starts with your next message" : active ? "Your next message leaves Plan mode and cancels the plan" : "Agent mode from your next message";
+      note = S.selection === "plan" ? "Plan mode starts with your next message" : "Agent mode from your next message";
+    } else if (record && record.status === "pending_enter") {
+      note = "The agent asks to plan first; writes are blocked until you decide";
     } else if (active) {
       note = "Plan mode: only read-only tools run";
     }
@@ -992,7 +1002,7 @@
   }
 
   function resume(interrupt, status, payload) {
-    if (S.running) return;
+    if (S.running || S.loading) return;
     const node = $("cards").querySelector(`[data-interrupt-id="${CSS.escape(interrupt.id)}"]`);
     if (node) node.classList.add("sent");
     S.interrupts = S.interrupts.filter((i) => i.id !== interrupt.id);
@@ -1005,7 +1015,7 @@
     if (event) event.preventDefault();
     const input = $("input");
     const text = input.value.trim();
-    if (!text || S.running) return;
+    if (!text || S.running || S.loading) return;
     input.value = "";
     addUserBubble(text);
     run({ messages: [{ id: randomId("msg-"), role: "user", content: text }] });
@@ -1045,10 +1055,21 @@
   }
 
   async function loadThread() {
+    S.loading = true;
+    try {
+      await fetchThread();
+    } finally {
+      S.loading = false;
+      window.__events.push({ type: "THREAD_LOADED", at: performance.now(), messages: S.bubbles.size });
+    }
+  }
+
+  async function fetchThread() {
     const { status, ok, body } = await getJson(`/api/threads/${encodeURIComponent(S.threadId)}`);
     resetView();
     if (authProblem(status)) return;
     if (status === 404) {
+      // A new thread: it exists on the server from its first run on.
       renderState();
       renderTimeline();
       renderCards();
@@ -1070,18 +1091,43 @@
     renderCards();
     scrollDown(true);
     if (body.running) pollWhileRunning();
-    window.__events.push({ type: "THREAD_LOADED", at: performance.now(), messages: (body.messages || []).length });
   }
 
   // ---------------------------------------------------------------- wiring
 
-  function choose(mode) {
+  async function choose(mode) {
+    if (mode === "agent" && planActive()) {
+      // The user's exit: cancel the plan now (journaled), withdrawing what waits for an answer.
+      if (S.running || S.loading) return;
+      const response = await fetch(`/api/threads/${encodeURIComponent(S.threadId)}/leave-plan`, {
+        method: "POST",
+        headers: headers({ "Content-Type": "application/json" }),
+        body: "{}",
+      });
+      const body = await response.json().catch(() => ({}));
+      if (!response.ok) {
+        if (!authProblem(response.status)) showBanner(`${response.status} ${body.code || ""}: ${body.error || response.statusText}`);
+        return;
+      }
+      S.selection = null;
+      await loadThread();
+      showBanner(body.message, "info");
+      window.__events.push({ type: "LEFT_PLAN", at: performance.now() });
+      return;
+    }
     S.selection = mode === threadSelection() ? null : mode;
     renderMode();
   }
 
   async function start() {
     remember();
+    renderState();
+    renderTimeline();
+    // Pasting a URL with a token or another thread into this tab only changes the hash.
+    window.addEventListener("hashchange", () => {
+      const next = new URLSearchParams(location.hash.slice(1));
+      if (next.get("token") || (next.get("thread") && next.get("thread") !== S.threadId)) location.reload();
+    });
     $("composer").addEventListener("submit", send);
     $("input").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) send(e);

@@ -1,0 +1,249 @@
+"""The page in headless Chromium against a real uvicorn server and the offline demo model.
+
+Screenshots of every step go to ``test-artifacts/web/``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require_service
+from plangate.agent.workspace import copy_sample_workspace
+from web_support import CHROMIUM, CHROMIUM_ARGS, ServerThread, demo_app
+
+pytestmark = pytest.mark.browser
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "web"
+TASK = "Fix the failing test"
+TIMEOUT = 30_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        require_service(f"headless Chromium is not installed at {CHROMIUM}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require_service("the playwright package is not installed")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    app, workspace = demo_app(tmp_path_factory.mktemp("web"))
+    server = ServerThread(app).start()
+    server.workspace = workspace
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def page(browser: Any, server: Any) -> Iterator[Any]:
+    copy_sample_workspace(server.workspace)  # every test starts from the buggy sample
+    # bypass_csp lets Playwright evaluate its wait predicates; the page itself needs no eval.
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, bypass_csp=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.set_default_timeout(TIMEOUT)
+    yield page
+    context.close()
+    assert errors == [], errors
+
+
+def shot(page: Any, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def events(page: Any) -> list[dict[str, Any]]:
+    return page.evaluate("() => window.__events")
+
+
+def wait_runs(page: Any, count: int) -> None:
+    page.wait_for_function(
+        "n => window.__events.filter(e => e.type === 'RUN_FINISHED' || e.type === 'RUN_ERROR')"
+        ".length >= n",
+        arg=count,
+    )
+
+
+def start_task(page: Any, url: str, mode: str) -> None:
+    page.goto(url + "/")
+    page.wait_for_function("() => window.__events.some(e => e.type === 'THREAD_LOADED')")
+    page.locator(f"#mode-{mode}").click()
+    assert page.locator(f"#mode-{mode}").get_attribute("aria-pressed") == "true"
+    page.locator("#input").fill(TASK)
+    page.locator("#input").press("Enter")
+
+
+def last_run(page: Any) -> list[dict[str, Any]]:
+    seen = events(page)
+    start = max(i for i, e in enumerate(seen) if e["type"] == "RUN_STARTED")
+    return seen[start:]
+
+
+def test_plan_question_approve_with_edit_then_implement_and_reload(page: Any, server: Any) -> None:
+    page.goto(server.url + "/")
+    shot(page, "01-empty")
+    start_task(page, server.url, "plan")
+    question = page.locator(".card.question")
+    question.wait_for()
+    refused = page.locator('.tool.refused[data-tool="Edit"]')
+    assert refused.locator(".tool-status").inner_text() == "refused by plan gate"
+    assert "blocked while the plan is 'exploring'" in refused.locator(".tool-note").inner_text()
+    assert page.locator("#plan-status").inner_text() == "exploring (read-only)"
+    assert page.locator('.tool.waiting[data-tool="ask_user_question"]').count() == 1
+    shot(page, "02-question")
+
+    question.locator("button.option").first.click()
+    approval = page.locator(".card.approval")
+    approval.wait_for()
+    run = last_run(page)
+    finished = next(i for i, e in enumerate(run) if e["type"] == "RUN_FINISHED")
+    drafted = [
+        i
+        for i, e in enumerate(run)
+        if e["type"] == "STATE_DELTA" and e["planStatus"] == "drafting" and e["planPanelChars"] > 0
+    ]
+    # The plan panel showed the draft while the run was still streaming.
+    assert drafted and drafted[0] < finished
+    assert run[finished]["reasons"] == ["plan_approval"]
+    assert run[finished]["planPanelChars"] > 0
+    assert "Fix over-reservation" in page.locator("#plan-body").inner_text()
+    assert page.locator("#plan-status").inner_text() == "waiting for your approval"
+    assert "revision 1" in approval.locator("h3").inner_text()
+    shot(page, "03-approval-card")
+
+    editor = approval.locator("textarea.editor")
+    content = editor.input_value()
+    editor.fill(
+        content.replace("-m pytest -q`\n", "-m pytest -q`\n3. Keep the change to one line\n")
+    )
+    assert approval.locator("button.primary").inner_text() == "Approve with edits"
+    assert "Keep the change to one line" in approval.locator(".edits .diff-line.add").inner_text()
+    shot(page, "04-approval-edited")
+
+    approval.locator("button.primary").click()
+    wait_runs(page, 3)
+    page.locator('.tool.ok[data-tool="Edit"]').wait_for()
+    bash = page.locator('.tool[data-tool="Bash"]').last
+    assert "ok" in bash.get_attribute("class")
+    assert re.search(r"exit 0 · 5 passed", bash.locator(".tool-note").inner_text())
+    assert page.locator("#mode-agent").get_attribute("aria-pressed") == "true"
+    assert page.locator("#plan-status").inner_text() == "approved"
+    assert "Keep the change to one line" in page.locator("#plan-body").inner_text()
+    assert page.locator("#todo-count").inner_text() == "3/3 done"
+    assert page.locator(".card").count() == 0
+    page.locator("#timeline", has_text="Approved revision 2 with edits").wait_for()
+    assert "Gate refused Edit" in page.locator("#timeline").inner_text()
+    assert (
+        "Approved the plan (revision 2) with edits"
+        in page.locator(".msg.decision").last.inner_text()
+    )
+    assert "if quantity > on_hand:\n" in (server.workspace / "inventory/stock.py").read_text()
+    shot(page, "05-implemented")
+
+    page.reload()
+    page.wait_for_function("() => window.__events.some(e => e.type === 'THREAD_LOADED')")
+    assert page.locator("#plan-status").inner_text() == "approved"
+    assert page.locator("#mode-agent").get_attribute("aria-pressed") == "true"
+    assert page.locator("#todo-count").inner_text() == "3/3 done"
+    assert page.locator('.tool.refused[data-tool="Edit"]').count() == 1
+    assert "5 passed" in page.locator('.tool[data-tool="Bash"]').last.inner_text()
+    assert page.locator(".msg.user").first.inner_text() == TASK
+    assert "Approved revision 2 with edits" in page.locator("#timeline").inner_text()
+    shot(page, "06-reloaded")
+
+
+def test_reject_with_a_note_brings_a_new_revision_with_a_diff(page: Any, server: Any) -> None:
+    start_task(page, server.url, "plan")
+    page.locator(".card.question button.option").first.click()
+    approval = page.locator(".card.approval")
+    approval.wait_for()
+    approval.locator("button.danger").click()  # no note yet: asks for one, sends nothing
+    assert approval.locator("textarea.note").evaluate("n => n === document.activeElement")
+    assert len([e for e in events(page) if e["type"] == "RUN_STARTED"]) == 2
+    approval.locator("textarea.note").fill("Also mention the docstring")
+    approval.locator("button.danger").click()
+    page.locator(".card.approval h3", has_text="revision 2").wait_for()
+    card = page.locator(".card.approval")
+    assert "Changes since revision 1" in card.locator(".changes summary").inner_text()
+    added = card.locator(".changes .diff-line.add").all_inner_texts()
+    assert any("Also mention the docstring" in line for line in added)
+    assert (
+        "Rejected revision 1: Also mention the docstring"
+        in page.locator(".msg.decision").last.inner_text()
+    )
+    page.locator("#timeline", has_text="Rejected revision 1").wait_for()
+    assert "Also mention the docstring" in page.locator("#plan-meta").inner_text()
+    shot(page, "07-rejected-new-revision")
+
+    # The Agent toggle is the user's exit: the plan is cancelled and the request withdrawn.
+    assert page.locator("#mode-plan").get_attribute("aria-pressed") == "true"
+    page.locator("#mode-agent").click()
+    page.wait_for_function("() => window.__events.some(e => e.type === 'LEFT_PLAN')")
+    assert page.locator(".card").count() == 0
+    assert page.locator("#plan-status").inner_text() == "cancelled"
+    assert page.locator("#mode-agent").get_attribute("aria-pressed") == "true"
+    assert "Left plan mode" in page.locator("#banner").inner_text()
+    assert "Cancelled the plan (user exit)" in page.locator("#timeline").inner_text()
+    assert page.locator('.tool[data-tool="exit_plan_mode"]').last.get_attribute("class") != (
+        "tool waiting"
+    )
+    shot(page, "08-left-plan-mode")
+
+
+def test_entry_confirmation_and_a_free_text_answer(page: Any, server: Any) -> None:
+    start_task(page, server.url, "agent")
+    entry = page.locator(".card.entry")
+    entry.wait_for()
+    assert TASK in entry.inner_text()
+    assert page.locator("#plan-status").inner_text() == "waiting for you to confirm"
+    shot(page, "09-entry-card")
+    entry.locator("button.primary").click()
+    answer = page.locator(".card.question input.answer")
+    answer.wait_for()
+    answer.fill("Raise OutOfStock and log the SKU")
+    answer.press("Enter")
+    page.locator(".card.approval").wait_for()
+    assert "Raise OutOfStock and log the SKU" in page.locator("#plan-body").inner_text()
+    decisions = page.locator(".msg.decision").all_inner_texts()
+    assert any("Confirmed Plan mode" in d for d in decisions)
+    assert any("Answered: Raise OutOfStock and log the SKU" in d for d in decisions)
+    shot(page, "10-free-text-answer")
+
+
+def test_the_page_sends_the_token_from_the_url_fragment(browser: Any, tmp_path: Path) -> None:
+    app, _ = demo_app(tmp_path, require_token=True, token="tok-123")
+    server = ServerThread(app).start()
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, bypass_csp=True)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT)
+        page.goto(server.url + "/")
+        page.locator("#banner", has_text="needs a token").wait_for()
+        shot(page, "11-token-missing")
+        page.goto(server.url + "/#token=tok-123")
+        page.wait_for_function("() => window.__events.some(e => e.type === 'THREAD_LOADED')")
+        assert "token" not in page.url  # kept in sessionStorage, not in the address bar
+        page.locator("#mode-plan").click()
+        page.locator("#input").fill(TASK)
+        page.locator("#send").click()
+        page.locator(".card.question").wait_for()
+        page.reload()
+        page.wait_for_function("() => window.__events.some(e => e.type === 'THREAD_LOADED')")
+        page.locator(".card.question").wait_for()
+        assert page.locator("#banner").is_hidden()
+    finally:
+        context.close()
+        server.stop()
