@@ -162,7 +162,7 @@ def _tool_source(tool: Any) -> str:
     module = type(tool).__module__
     if module.startswith("google.adk.tools.mcp_tool"):
         return "mcp"
-    if module.startswith("plangate.adk.tools"):
+    if getattr(getattr(tool, "func", None), "__module__", "") == "plangate.adk.tools":
         return "plan"
     return "agent"
 
