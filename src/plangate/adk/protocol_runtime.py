@@ -109,7 +109,9 @@ def _now() -> float:
     return time.time()
 
 
-def _event(kind: str, subject: str, detail: dict[str, Any], *, actor: str = "protocol") -> Any:
+def _event(
+    kind: str, subject: str, detail: dict[str, Any], *, actor: str = "protocol"
+) -> JournalEvent:
     return JournalEvent(kind=kind, subject=subject, actor=actor, at=_now(), detail=detail)
 
 

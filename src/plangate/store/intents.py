@@ -67,7 +67,7 @@ class IntentRevisionConflict(Conflict):
     code = INTENT_CONFLICT
 
     def __init__(self, session_key: str, expected: str | None, actual: str | None) -> None:
-        Conflict.__init__(self, "session_intent_head", session_key, 0, None)
+        super().__init__("session_intent_head", session_key, 0, None)
         self.session_key = session_key
         self.expected_revision = expected
         self.actual_revision = actual
@@ -76,7 +76,8 @@ class IntentRevisionConflict(Conflict):
             f"(expected revision {expected or 'none'}, found {actual or 'none'}); "
             "nothing was written"
         )
-        Exception.__init__(self, self.message)
+        # The stable code leads the text, like every governance error.
+        self.args = (self.message,)
 
 
 @dataclass(frozen=True)
