@@ -77,9 +77,14 @@ def wait_runs(page: Any, count: int) -> None:
     )
 
 
-def start_task(page: Any, url: str, mode: str) -> None:
+def open_page(page: Any, url: str) -> None:
     page.goto(url + "/")
     page.wait_for_function("() => window.__events.some(e => e.type === 'THREAD_LOADED')")
+
+
+def start_task(page: Any, url: str, mode: str, *, navigate: bool = True) -> None:
+    if navigate:
+        open_page(page, url)
     page.locator(f"#mode-{mode}").click()
     assert page.locator(f"#mode-{mode}").get_attribute("aria-pressed") == "true"
     page.locator("#input").fill(TASK)
@@ -93,9 +98,10 @@ def last_run(page: Any) -> list[dict[str, Any]]:
 
 
 def test_plan_question_approve_with_edit_then_implement_and_reload(page: Any, server: Any) -> None:
-    page.goto(server.url + "/")
+    open_page(page, server.url)
+    assert "No plan yet" in page.locator("#plan-body").inner_text()
     shot(page, "01-empty")
-    start_task(page, server.url, "plan")
+    start_task(page, server.url, "plan", navigate=False)
     question = page.locator(".card.question")
     question.wait_for()
     refused = page.locator('.tool.refused[data-tool="Edit"]')

@@ -393,6 +393,11 @@ async def test_leaving_plan_mode_cancels_the_plan_and_withdraws_the_request(
     withdrawn = results[approval["toolCallId"]]
     assert withdrawn["id"] == f"reply:{approval['toolCallId']}"
     assert json.loads(withdrawn["content"])["status"] == "cancelled"
+    # The conversation goes on: the demo asks to plan again, and may.
+    events = await client.say("Fix the failing test")
+    assert_well_formed(events)
+    assert interrupts(events)[0]["reason"] == "plan_entry"
+    assert replay(events) == await client.stored_state()
 
 
 # -- malformed input, limits, auth --------------------------------------------------------
