@@ -577,3 +577,39 @@ def test_serve_command_line() -> None:
     assert run_serve(parser.parse_args(["serve", "--port", "70000"])) == 2
     assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.0.0.2"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "192.168.1.5", "example.com", "::"))
+
+
+def test_streamed_text_becomes_one_message_and_calls_hang_off_it() -> None:
+    from google.adk.events import Event
+    from google.genai import types
+
+    from plangate.web.agui import EventTranslator
+
+    def event(*parts: types.Part, partial: bool = False) -> Event:
+        return Event(
+            author="orchestrator",
+            invocation_id="i",
+            partial=partial,
+            content=types.Content(role="model", parts=list(parts)),
+        )
+
+    translator = EventTranslator()
+    first = event(types.Part(text="Hel"), partial=True)
+    out = translator.translate(first)
+    out += translator.translate(event(types.Part(text="lo"), partial=True))
+    call = types.Part(function_call=types.FunctionCall(id="c1", name="Read", args={"path": "a"}))
+    out += translator.translate(event(types.Part(text="Hello"), call))
+    dumped = [e.model_dump(mode="json", by_alias=True) for e in out]
+    assert [e["type"] for e in dumped] == [
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+    ]
+    assert "".join(e.get("delta", "") for e in dumped[:4]) == "Hello"
+    assert {e.get("messageId") for e in dumped[:4]} == {first.id}
+    assert dumped[4]["parentMessageId"] == first.id
+    assert json.loads(dumped[5]["delta"]) == {"path": "a"}

@@ -448,6 +448,7 @@ class EventTranslator:
                     )
                 out.append(TextMessageContentEvent(message_id=self.open_text, delta=text))
             return out
+        parent = self.open_text or event.id
         if self.open_text is not None:
             # The final event repeats the streamed text: close the message instead.
             out.append(TextMessageEndEvent(message_id=self.open_text))
@@ -465,7 +466,7 @@ class EventTranslator:
                     ToolCallStartEvent(
                         tool_call_id=call.id,
                         tool_call_name=call.name or "",
-                        parent_message_id=event.id,
+                        parent_message_id=parent,
                         timestamp=_now_ms(),
                     )
                 )
@@ -518,7 +519,9 @@ class StateMirror:
         return self.update(new_state)
 
 
-STREAMING = RunConfig(streaming_mode=StreamingMode.SSE)
+def _run_config() -> RunConfig:
+    # Models that stream (Gemini, LiteLLM) send partial text; the demo answers whole.
+    return RunConfig(streaming_mode=StreamingMode.SSE)
 
 
 async def run_events(
@@ -543,7 +546,7 @@ async def run_events(
         unanswered = list(prepared.replied_calls)
         assert prepared.message is not None
         async for event in session.run(
-            prepared.message, state_delta=prepared.state_delta, run_config=STREAMING
+            prepared.message, state_delta=prepared.state_delta, run_config=_run_config()
         ):
             if unanswered:
                 for reply in await _reply_results(session, unanswered):
