@@ -32,6 +32,8 @@ def browser() -> Iterator[Any]:
     except ImportError:
         require_service("the playwright package is not installed")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob("*.png"):  # only this run's screenshots
+        old.unlink()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser
