@@ -4,33 +4,11 @@ connections, scripted classifiers, and journal readers."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
 
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
-
-from plangate.models.scripted import ScriptedLlm
 from plangate.protocol.classifier import ClassificationInput
 from plangate.store.shared import shared_store
 
 POSTGRES_ENV = "PLANGATE_TEST_POSTGRES_URL"
-
-
-class ToolSafeScriptedLlm(ScriptedLlm):
-    """``ScriptedLlm`` keeps a deep copy of every request; the request's ``tools_dict``
-    holds the data tools and their DuckDB connections, which cannot be copied. The copy
-    is taken without it, and the tools are back before ADK reads the response."""
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        tools, llm_request.tools_dict = llm_request.tools_dict, {}
-        try:
-            responses = [r async for r in super().generate_content_async(llm_request, stream)]
-        finally:
-            llm_request.tools_dict = tools
-        for response in responses:
-            yield response
 
 
 def classification(

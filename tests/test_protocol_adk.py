@@ -30,13 +30,13 @@ from plangate.adk.protocols import (
 )
 from plangate.adk.runner import build_app
 from plangate.data import DataCatalog, DataTools, data_adk_tools
-from plangate.models.scripted import call, last_tool_result, text
+from plangate.models.scripted import ScriptedLlm, call, last_tool_result, text
 from plangate.policy.effects import Effect, declare_effect
 from plangate.protocol import DATA_ANALYSIS_REF, IntentTransition
 from plangate.store.intents import IntentRepository
 from plangate.store.schema import run_intent_bindings
 from plangate.store.shared import shared_store
-from protocol_support import ScriptedClassifier, ToolSafeScriptedLlm, classification
+from protocol_support import ScriptedClassifier, classification
 
 LOW_CONFIDENCE = classification("general-task", "replace", confidence=0.4)
 
@@ -47,7 +47,7 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> DataCatalog:
 
 
 def analyst(
-    model: ToolSafeScriptedLlm,
+    model: ScriptedLlm,
     catalog: DataCatalog,
     classifier: Any = None,
     *,
@@ -120,7 +120,7 @@ async def env(agent: LlmAgent, database_url: str, state: dict | None = None) -> 
     return e
 
 
-def system_text(model: ToolSafeScriptedLlm, index: int = -1) -> str:
+def system_text(model: ScriptedLlm, index: int = -1) -> str:
     instruction = model.requests[index].config.system_instruction
     return instruction if isinstance(instruction, str) else str(instruction)
 
@@ -131,7 +131,7 @@ def system_text(model: ToolSafeScriptedLlm, index: int = -1) -> str:
 async def test_routing_is_journaled_before_the_segment_starts(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog), database_url)
     model.add([text("Looking.")])
     await e.h.send("How did sales do by region?")
@@ -164,7 +164,7 @@ async def test_routing_is_journaled_before_the_segment_starts(
 async def test_a_refused_call_tells_the_model_its_phase_and_options_in_the_same_run(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog), database_url)
     model.add(
         [call("run_sql_readonly", source="sample", sql="SELECT 1")],
@@ -196,7 +196,7 @@ async def test_a_refused_call_tells_the_model_its_phase_and_options_in_the_same_
 async def test_the_completion_gate_fails_a_run_whose_data_calls_were_refused(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog, ScriptedClassifier(LOW_CONFIDENCE)), database_url)
     model.add(
         [call("list_data_sources"), call("inspect_schema", source="sample")],
@@ -224,7 +224,7 @@ async def test_the_completion_gate_fails_a_run_whose_data_calls_were_refused(
 async def test_general_task_runs_with_only_non_data_rejections_complete(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog, ScriptedClassifier(LOW_CONFIDENCE)), database_url)
     model.add(
         [call("analysis_requirements_commit", requirements={"r1": "satisfied"})],
@@ -245,7 +245,7 @@ async def test_general_task_runs_with_only_non_data_rejections_complete(
 async def test_parallel_calls_are_all_recorded_and_move_the_phase(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog), database_url)
     model.add([call("list_data_sources"), call("inspect_schema", source="sample")], [text("ok")])
     await e.h.send("analyze revenue")
@@ -263,7 +263,7 @@ async def test_a_weak_follow_up_inherits_the_intent_without_the_classifier(
     database_url: str, catalog: DataCatalog
 ) -> None:
     classifier = ScriptedClassifier()
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog, classifier), database_url)
     model.add([text("first")], [text("second")])
     await e.h.send("break down sales by region")
@@ -286,7 +286,7 @@ async def test_the_classifier_sees_the_intent_and_budgeted_history_and_can_refin
         classification("general-task", "side-chat"),
         classification("data-analysis", "refine", reasons=("REFINES",)),
     )
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog, classifier), database_url)
     model.add([text("first")], [text("fine")], [text("third")])
     await e.h.send("sales by region")
@@ -310,7 +310,7 @@ async def test_the_classifier_sees_the_intent_and_budgeted_history_and_can_refin
 async def test_the_default_classifier_asks_the_agents_own_model(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     agent = analyst(model, catalog, options=ProtocolOptions())
     e = await env(agent, database_url)
     fenced = "```json\n" + classification("data-analysis", "replace") + "\n```"
@@ -326,7 +326,7 @@ async def test_an_explicit_selection_routes_without_the_classifier(
     database_url: str, catalog: DataCatalog
 ) -> None:
     classifier = ScriptedClassifier()
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(
         analyst(model, catalog, classifier), database_url, {"protocol_selection": "general-task"}
     )
@@ -344,7 +344,7 @@ async def test_an_explicit_selection_routes_without_the_classifier(
 async def test_a_handoff_switches_protocol_segment_and_intent_atomically(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog, ScriptedClassifier(LOW_CONFIDENCE)), database_url)
     model.add(
         [call("protocol_handoff", target_protocol="data-analysis@1", reason="needs data")],
@@ -390,7 +390,7 @@ async def test_a_handoff_switches_protocol_segment_and_intent_atomically(
 async def test_rejected_handoffs_are_journaled_and_judged_from_server_state(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog), database_url)
     model.add(
         [call("protocol_handoff", target_protocol="data-analysis@1")],
@@ -415,7 +415,7 @@ async def test_rejected_handoffs_are_journaled_and_judged_from_server_state(
 async def test_route_correction_aborts_an_untouched_strict_segment_only(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog), database_url)
     model.add(
         [call("protocol_handoff", target_protocol="general-task@1", route_correction=True)],
@@ -466,7 +466,7 @@ async def test_a_handoff_rolls_back_when_the_session_intent_moved_meanwhile(
         return {"ok": True}
 
     declare_effect(another_run_changes_the_task, Effect.READ)
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     agent = analyst(
         model,
         catalog,
@@ -523,7 +523,7 @@ async def test_a_lost_intent_cas_ends_the_run_before_any_model_call(
             )
         return classification()
 
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog, racing_classifier), database_url)
     holder.append(e)
     events = await e.h.send("which region sells most?")
@@ -566,7 +566,7 @@ async def test_an_optional_re_route_retry_runs_against_the_new_task(
                 )
         return classification("data-analysis", "refine")
 
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     options = ProtocolOptions(classifier=racing_once, conflict_retries=1)
     e = await env(analyst(model, catalog, options=options), database_url)
     holder.append(e)
@@ -594,7 +594,7 @@ async def test_two_runs_racing_on_one_session_exactly_one_wins(
         await barrier.wait()  # both have read the base before either commits
         return classification()
 
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     agent = analyst(
         model,
         catalog,
@@ -639,7 +639,7 @@ async def test_a_data_analysis_is_planned_approved_and_resumed_on_its_segment(
     database_url: str, catalog: DataCatalog
 ) -> None:
     classifier = ScriptedClassifier()
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(
         analyst(model, catalog, classifier, plan=True), database_url, {"agent_mode": "plan"}
     )
@@ -673,7 +673,7 @@ async def test_a_paused_run_without_an_intent_binding_does_not_resume(
 ) -> None:
     """§8.13: a run paused before the intent migration has no binding; resuming it fails
     with a clear, documented error instead of guessing its task."""
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     e = await env(analyst(model, catalog, plan=True), database_url, {"agent_mode": "plan"})
     model.add(
         [call("update_plan_content", content="1. query", mode="replace")],
@@ -695,7 +695,7 @@ async def test_a_paused_run_without_an_intent_binding_does_not_resume(
 async def test_a_plan_deny_wins_and_approval_never_lifts_a_protocol_deny(
     database_url: str, catalog: DataCatalog
 ) -> None:
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     agent = analyst(
         model, catalog, ScriptedClassifier(LOW_CONFIDENCE), plan=True, extra_tools=[Write]
     )
@@ -738,7 +738,7 @@ async def test_tools_declared_as_data_stay_governed_like_data(
         return {"rows": []}
 
     declare_effect(datalink_explore, Effect.READ)
-    model = ToolSafeScriptedLlm()
+    model = ScriptedLlm()
     options = ProtocolOptions(
         classifier=ScriptedClassifier(LOW_CONFIDENCE), data_tools={"datalink_explore"}
     )
@@ -757,7 +757,7 @@ async def test_tools_declared_as_data_stay_governed_like_data(
 def test_setup_is_idempotent_and_orders_the_boundary_after_plan_mode(
     catalog: DataCatalog, tmp_path: Path
 ) -> None:
-    agent = analyst(ToolSafeScriptedLlm(), catalog, plan=True)
+    agent = analyst(ScriptedLlm(), catalog, plan=True)
     again = setup_protocols(agent, ProtocolOptions())
     assert again is agent
     from plangate.adk.boundary import boundary_of

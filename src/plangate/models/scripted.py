@@ -41,7 +41,7 @@ class ScriptedLlm(BaseLlm):
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
-        self.requests.append(llm_request.model_copy(deep=True))
+        self.requests.append(_snapshot(llm_request))
         if not self.steps:
             raise ScriptExhausted(f"the script has no step for model call #{len(self.requests)}")
         step = self.steps.pop(0)
@@ -51,6 +51,15 @@ class ScriptedLlm(BaseLlm):
                 self._counter += 1
                 part.function_call.id = f"call-{self._counter}-{id(self) % 10_000}"
         yield LlmResponse(content=types.Content(role="model", parts=parts))
+
+
+def _snapshot(request: LlmRequest) -> LlmRequest:
+    """What the model was sent. The tool objects are shared, not copied: they can hold
+    resources (database connections) that cannot be deep-copied."""
+    snapshot = request.model_copy()
+    snapshot.contents = [content.model_copy(deep=True) for content in request.contents]
+    snapshot.config = request.config.model_copy(deep=True)
+    return snapshot
 
 
 def call(name: str, call_id: str | None = None, **args: Any) -> types.Part:
