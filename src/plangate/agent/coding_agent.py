@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from google.adk.agents import LlmAgent
 from google.adk.models.base_llm import BaseLlm
@@ -10,6 +11,9 @@ from google.adk.models.base_llm import BaseLlm
 from plangate.adk import PlanOptions, setup_plan
 from plangate.agent.todos import todo_write_tool
 from plangate.agent.workspace import Workspace, workspace_tools
+
+if TYPE_CHECKING:
+    from plangate.data import DataCatalog
 
 __all__ = ["AGENT_NAME", "build_coding_agent"]
 
@@ -27,7 +31,10 @@ def build_coding_agent(
     *,
     options: PlanOptions | None = None,
     name: str = AGENT_NAME,
+    data: DataCatalog | None = None,
 ) -> LlmAgent:
+    """The coding agent under Plan Mode; given a data catalog, also the data tools under
+    protocol governance (the reference agent of ``plangate chat`` and ``plangate serve``)."""
     tools: list = [*workspace_tools(Workspace(workspace)), todo_write_tool(name)]
     try:
         from plangate.agent.subagents import subagent_tools
@@ -36,4 +43,9 @@ def build_coding_agent(
     else:
         tools.extend(subagent_tools(tools))
     agent = LlmAgent(name=name, model=model, instruction=INSTRUCTION, tools=tools)
-    return setup_plan(agent, options or PlanOptions())
+    setup_plan(agent, options or PlanOptions())
+    if data is not None:
+        from plangate.agent.data_agent import add_data_analysis
+
+        add_data_analysis(agent, data)
+    return agent

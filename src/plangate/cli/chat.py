@@ -25,9 +25,11 @@ from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.todos import todos_state_key
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.cli.render import (
+    protocol_line,
     render_call,
     render_pending,
     render_plan,
+    render_protocol,
     render_result,
     render_todos,
 )
@@ -55,6 +57,13 @@ def add_chat_parser(subparsers: Any) -> None:
     parser.add_argument("--session", help="resume this session id (default: a new session)")
     parser.add_argument("--model", help="demo (default), a Gemini name, openai:<m>, anthropic:<m>")
     parser.add_argument("--database", help="database URL (default: .plangate/plangate.db)")
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="register a .csv, .parquet or .duckdb file as a data source (repeatable)",
+    )
     parser.set_defaults(func=run_chat)
 
 
@@ -132,6 +141,7 @@ class Chat:
     async def _turn(self, message: str | types.Content) -> None:
         before = await self.session.record()
         before_key = (before.id, before.status, before.content_revisions) if before else None
+        protocol_before = await self._protocol()
         streamed = False
         run_config = RunConfig(streaming_mode=StreamingMode.SSE) if self.streaming else None
         with self.console.status("[cyan]working…", spinner="dots") as status:
@@ -145,6 +155,9 @@ class Chat:
         after_key = (after.id, after.status, after.content_revisions) if after else None
         if after is not None and after_key != before_key and not after.pending:
             render_plan(self.console, after)
+        protocol = await self._protocol()
+        if protocol:
+            render_protocol(self.console, protocol, protocol_before)
         await self._resolve_pending()
 
     def _show(self, event: Any, streamed: bool, status: Any) -> bool:
@@ -290,6 +303,11 @@ class Chat:
 
     # -- status -------------------------------------------------------------------------
 
+    async def _protocol(self) -> dict[str, Any] | None:
+        from plangate.adk.protocols import get_protocol_state
+
+        return get_protocol_state(await self.session.session(), self.session.agent.name)
+
     async def _status(self) -> None:
         mode = await self.session.mode()
         record = await self.session.record()
@@ -317,6 +335,13 @@ class Chat:
         if todos:
             done = sum(1 for t in todos if t.get("status") == "completed")
             lines.append(f"todos     {done}/{len(todos)} completed")
+        protocol = await self._protocol()
+        if protocol:
+            lines.append(f"protocol  {protocol_line(protocol)}")
+            if protocol.get("run_status"):
+                lines.append(
+                    f"last run  {protocol['run_status']} {protocol.get('run_outcome_code') or ''}"
+                )
         self.console.print(Panel(escape("\n".join(lines)), title="Status", title_align="left"))
 
     async def _journal(self) -> None:
@@ -377,7 +402,19 @@ class _Starter:
                 return 2
         else:
             workspace = default_workspace()
-        agent = build_coding_agent(workspace, model)
+        from plangate.data import DataCatalog, DataError
+
+        catalog = DataCatalog(cache_dir=Path.cwd() / ".plangate" / "data")
+        for spec in args.data:
+            name, sep, path = spec.partition("=")
+            try:
+                if not sep:
+                    raise DataError("INVALID_ARGS", f"--data takes NAME=PATH, got {spec!r}")
+                catalog.register(name.strip(), Path(path).expanduser())
+            except DataError as exc:
+                console.print(Text(f"--data {spec}: {exc}", "red"))
+                return 2
+        agent = build_coding_agent(workspace, model, data=catalog)
         runner = build_runner(agent, database_url=args.database)
         session_id = args.session or uuid.uuid4().hex[:12]
         session = await PlanSession.open(runner, session_id=session_id)

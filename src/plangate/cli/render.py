@@ -63,6 +63,28 @@ def summarize_result(name: str, result: dict[str, Any]) -> str:
         return f"plan {plan.get('status')} · revision {plan.get('contentRevisions')}"
     if name == "todo_write":
         return result.get("message", "todos updated")
+    if name == "list_data_sources":
+        return ", ".join(str(s.get("name")) for s in result.get("sources") or []) or "no sources"
+    if name == "inspect_schema":
+        tables = result.get("tables") or [result]
+        return "; ".join(
+            f"{t.get('table')} ({len(t.get('columns') or [])} columns)" for t in tables
+        )
+    if name == "lookup_values":
+        values = result.get("values") or []
+        return f"{len(values)} values: " + ", ".join(str(v.get("value")) for v in values[:5])
+    if name == "plan_query":
+        return f"query {result.get('query_id')} valid on {', '.join(result.get('tables') or [])}"
+    if name == "run_sql_readonly":
+        return f"{result.get('row_count')} rows" + (
+            " (truncated)" if result.get("truncated") else ""
+        )
+    if name == "validate_result":
+        return "valid" if result.get("valid") else f"issues: {result.get('issues')}"
+    if name == "bind_evidence":
+        return f"evidence {result.get('evidence_id')}"
+    if name == "protocol_handoff":
+        return f"handoff {result.get('status')} → {result.get('active_protocol')}"
     if "message" in result:
         return str(result["message"])
     text = json.dumps(result, ensure_ascii=False)
@@ -107,6 +129,52 @@ def render_todos(console: Console, todos: list[dict[str, Any]]) -> None:
             marks.get(todo.get("status", "pending"), "○"), Text(str(todo.get("content", "")))
         )
     console.print(table)
+
+
+def protocol_line(state: dict[str, Any]) -> str:
+    """One line: protocol, phase and the session intent it serves."""
+    intent = state.get("intent") or {}
+    text = str(intent.get("text") or "").replace("\n", " ")
+    line = f"{state.get('protocol')}@{state.get('version')} · phase {state.get('phase')}"
+    if text:
+        line += f" · intent: {text[:80]}" + ("…" if len(text) > 80 else "")
+    return line
+
+
+def render_protocol(
+    console: Console, state: dict[str, Any], previous: dict[str, Any] | None
+) -> None:
+    """What changed in protocol governance during a run: route, handoffs, outcome."""
+    before = previous or {}
+    if (state.get("run_id"), state.get("protocol")) != (
+        before.get("run_id"),
+        before.get("protocol"),
+    ):
+        route = state.get("route") or {}
+        reasons = ", ".join(route.get("reason_codes") or [])
+        console.print(
+            Text.assemble(
+                ("  ⇢ ", "blue"),
+                (protocol_line(state), "blue"),
+                (f"  ({route.get('source')}: {reasons}; {route.get('task_relation')})", "dim"),
+            )
+        )
+    known = len(before.get("handoffs") or []) if before.get("run_id") == state.get("run_id") else 0
+    for handoff in (state.get("handoffs") or [])[known:]:
+        console.print(
+            Text(
+                f"  ⇄ handoff {handoff.get('from_protocol')} → {handoff.get('to_protocol')}"
+                f" ({handoff.get('transition_kind')})",
+                "blue",
+            )
+        )
+    if state.get("run_status") == "failed" and before.get("run_status") != "failed":
+        console.print(
+            Text.assemble(
+                ("  ✗ run failed: ", "bold red"),
+                (str(state.get("run_outcome_code") or ""), "red"),
+            )
+        )
 
 
 def render_pending(console: Console, request: PendingRequest, record: PlanRecord | None) -> None:

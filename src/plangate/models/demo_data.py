@@ -97,10 +97,19 @@ def _turn(request: LlmRequest) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
 
 def _classify(prompt: str) -> list[types.Part]:
     message = prompt.rsplit("User message:", 1)[-1].strip().lower()
-    has_intent = "<session_intent" in prompt
-    if has_intent and re.search(r"\b(month|week|breakdown|break it down|by )", message):
+    intent = (
+        prompt.split("<session_intent", 1)[1].split("</session_intent>", 1)[0]
+        if ("<session_intent" in prompt)
+        else None
+    )
+    analytic = re.search(r"\b(revenue|sales|orders?)\b", message) is not None
+    if intent is not None and re.search(r"\b(month|week|break it down|breakdown)", message):
         answer = ("data-analysis", 0.92, "refine", "REFINES_RECORDED_ANALYSIS")
-    elif has_intent:
+    elif intent is not None and analytic and "revenue" not in intent.lower():
+        # A new question after unrelated work: a confident misroute to general-task that
+        # replaces the task, so the gate and the later handoff still have something to show.
+        answer = ("general-task", 0.8, "replace", "NEW_TASK")
+    elif intent is not None:
         answer = ("general-task", 0.8, "side-chat", "UNRELATED_TO_TASK")
     else:
         # Unsure on purpose: shows the fallback route and what the gate does with it.
