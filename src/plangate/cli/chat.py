@@ -56,7 +56,12 @@ def add_chat_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--session", help="resume this session id (default: a new session)")
     parser.add_argument("--model", help="demo (default), a Gemini name, openai:<m>, anthropic:<m>")
-    parser.add_argument("--database", help="database URL (default: .plangate/plangate.db)")
+    parser.add_argument(
+        "--database-url",
+        "--database",
+        dest="database",
+        help="sqlite:///… or postgresql://… (default PLANGATE_DATABASE_URL or .plangate/plangate.db)",
+    )
     parser.add_argument(
         "--data",
         action="append",
