@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["add_serve_parser", "run_serve"]
+__all__ = ["add_serve_parser", "data_sources", "run_serve"]
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -37,6 +37,14 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         ".plangate/plangate.db)",
     )
     parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="register a .csv, .parquet or .duckdb file as data source NAME beside the "
+        "sample database (repeatable)",
+    )
+    parser.add_argument(
         "--token",
         default=None,
         help="bearer token for the API; required off loopback (generated and printed when "
@@ -46,14 +54,42 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def data_sources(specs: list[str]) -> list[tuple[str, str]]:
+    """``NAME=PATH`` options as ``(name, path)`` pairs; ValueError names a malformed one."""
+    pairs = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ValueError(f"--data takes NAME=PATH, got {spec!r}")
+        pairs.append((name.strip(), path.strip()))
+    return pairs
+
+
 def run_serve(args: argparse.Namespace) -> int:
+    from plangate.data import DataError
     from plangate.web.server import serve
 
     if not 0 <= args.port <= 65535:
         print(f"plangate serve: invalid port {args.port}", file=sys.stderr)
         return 2
     try:
-        serve(args.host, args.port, args.workspace, args.model, args.database_url, args.token)
+        sources = data_sources(args.data)
+    except ValueError as exc:
+        print(f"plangate serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve(
+            args.host,
+            args.port,
+            args.workspace,
+            args.model,
+            args.database_url,
+            args.token,
+            data_sources=sources,
+        )
+    except DataError as exc:
+        print(f"plangate serve: --data: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, FileExistsError) as exc:
         print(f"plangate serve: {exc}", file=sys.stderr)
         return 2

@@ -42,10 +42,12 @@ from ag_ui.core import (
     ToolMessage,
     UserMessage,
 )
+from google.adk.agents import LlmAgent
 from google.adk.agents.run_config import RunConfig, StreamingMode
 from google.adk.events import Event
 from google.genai import types
 
+from plangate.adk.protocols import protocol_runtime
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
 from plangate.plan.record import PendingRequest
@@ -56,6 +58,7 @@ __all__ = [
     "StateKeys",
     "interrupt_for",
     "prepare_run",
+    "protocol_failure",
     "reply_id",
     "run_events",
     "shared_state",
@@ -63,6 +66,7 @@ __all__ = [
 
 STALE_RESUME = "STALE_RESUME"
 AGENT_ERROR = "AGENT_ERROR"
+PROTOCOL_RUN_FAILED = "PROTOCOL_RUN_FAILED"
 
 REASONS = {"enter": "plan_entry", "exit": "plan_approval", "question": "question"}
 
@@ -81,29 +85,43 @@ class BadRunInput(ValueError):
 
 @dataclass(frozen=True)
 class StateKeys:
-    """The session-state keys a page shares: the plan record, the todos, the selection."""
+    """The session-state keys a page shares: the plan record, the todos, the selection and,
+    when the agent has protocol governance mounted, its protocol state."""
 
     plan: str
     todos: str
     selection: str | None
     plan_value: str
     agent_value: str
+    protocol: str | None = None
 
     @classmethod
     def of(cls, session: PlanSession) -> StateKeys:
         runtime = session.runtime
         options = runtime.options
+        agent = session.runner.agent
+        protocols = protocol_runtime(agent) if isinstance(agent, LlmAgent) else None
         return cls(
             plan=runtime.state_key,
             todos=todos_state_key(runtime.branch),
             selection=options.force_enter_plan_state_key,
             plan_value=options.force_enter_plan_state_value,
             agent_value=options.agent_state_value,
+            protocol=protocols.state_key if protocols is not None else None,
         )
 
     @property
     def all(self) -> tuple[str, ...]:
-        return tuple(k for k in (self.selection, self.plan, self.todos) if k)
+        return tuple(k for k in (self.selection, self.plan, self.todos, self.protocol) if k)
+
+    def as_json(self) -> dict[str, str | None]:
+        """The keys as the page reads them (``/api/info`` and the thread read-back)."""
+        return {
+            "plan": self.plan,
+            "todos": self.todos,
+            "selection": self.selection,
+            "protocol": self.protocol,
+        }
 
 
 def shared_state(session_state: dict[str, Any], keys: StateKeys) -> dict[str, Any]:
@@ -534,6 +552,7 @@ async def run_events(
     )
     try:
         state = await _session_state(session, keys)
+        protocol_before = _protocol_view(state, keys)
         if prepared.state_delta:
             # The runner writes the selection with the user's turn, before the first event.
             state.update(_jsonable(prepared.state_delta))
@@ -568,17 +587,46 @@ async def run_events(
         delta = mirror.update(await _session_state(session, keys))
         if delta is not None:
             yield delta
+        failure = protocol_failure(protocol_before, _protocol_view(mirror.state, keys))
         pending = await session.pending()
     except Exception as exc:  # the run must end with a terminal event, never a broken stream
         yield RunErrorEvent(
             message=f"{type(exc).__name__}: {exc}", code=AGENT_ERROR, timestamp=_now_ms()
         )
         return
+    if failure is not None:
+        # AG-UI: a run that failed must not be reported as a success.
+        yield failure
+        return
     if pending:
         outcome: Any = RunFinishedInterruptOutcome(interrupts=[interrupt_for(p) for p in pending])
     else:
         outcome = RunFinishedSuccessOutcome()
     yield RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=outcome, timestamp=_now_ms())
+
+
+def _protocol_view(state: dict[str, Any], keys: StateKeys) -> dict[str, Any]:
+    """The protocol mirror in shared state (stored as an object, or as JSON text)."""
+    value = state.get(keys.protocol) if keys.protocol else None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def protocol_failure(before: dict[str, Any], after: dict[str, Any]) -> RunErrorEvent | None:
+    """``RUN_ERROR`` when the protocol failed THIS run (its completion gate, or a run that
+    could not start): the mirror names a failed run that was not already failed before."""
+    if after.get("run_status") != "failed":
+        return None
+    same_run = before.get("run_id") == after.get("run_id")
+    if same_run and before.get("run_status") == "failed":
+        return None  # an earlier run's failure, still on display
+    code = str(after.get("run_outcome_code") or PROTOCOL_RUN_FAILED)
+    message = str(after.get("run_outcome_message") or code)
+    return RunErrorEvent(message=message, code=code, timestamp=_now_ms())
 
 
 async def _session_state(session: PlanSession, keys: StateKeys) -> dict[str, Any]:

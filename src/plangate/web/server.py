@@ -25,7 +25,7 @@ import re
 import secrets
 import socket
 import warnings
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
 from plangate.web.agui import BadRunInput, StateKeys, prepare_run, run_events
-from plangate.web.threads import journal_json, thread_json
+from plangate.web.threads import journal_json, thread_journal, thread_json
 
 __all__ = ["LOOPBACK_HOSTS", "create_app", "is_loopback", "serve"]
 
@@ -324,7 +324,7 @@ async def journal(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     web, thread_id = found
-    entries = await web.plan_session(thread_id).journal()
+    entries = await thread_journal(web.plan_session(thread_id))
     return JSONResponse(
         {"threadId": thread_id, "journal": journal_json(entries)},
         headers={"Cache-Control": "no-store"},
@@ -380,7 +380,7 @@ def create_app(
     }
     if isinstance(runner.agent, LlmAgent) and plan_runtime(runner.agent) is not None:
         keys = StateKeys.of(PlanSession(runner, user_id=user_id, session_id="-"))
-        details["stateKeys"] = {"plan": keys.plan, "todos": keys.todos, "selection": keys.selection}
+        details["stateKeys"] = keys.as_json()
     details.update(about or {})
     web = WebState(runner, user_id, max_body_bytes, details)
 
@@ -437,13 +437,21 @@ def serve(
     model_spec: str | None,
     database_url: str | None,
     token: str | None,
+    data_sources: Sequence[tuple[str, str | Path]] = (),
 ) -> None:
-    """Build the coding agent and serve the page and the AG-UI endpoint until interrupted."""
+    """Build the reference agent (the coding agent with the data tools under protocol
+    governance) and serve the page and the AG-UI endpoint until interrupted.
+
+    ``data_sources`` are ``(name, path)`` pairs of .csv, .parquet or .duckdb files
+    registered beside the sample database; a bad one raises ``DataError`` before anything
+    listens.
+    """
     import uvicorn
 
     from plangate.adk.runner import build_runner
     from plangate.agent.coding_agent import build_coding_agent
     from plangate.agent.workspace import copy_sample_workspace
+    from plangate.data import DataCatalog
     from plangate.models.config import describe_model, resolve_model
 
     require_token = token is not None or not is_loopback(host)
@@ -456,16 +464,20 @@ def serve(
         if not root.is_dir():
             raise ValueError(f"workspace {workspace} is not a directory")
     model = resolve_model(model_spec)
+    catalog = DataCatalog(cache_dir=Path.cwd() / ".plangate" / "data")
+    for name, path in data_sources:
+        catalog.register(name, Path(path).expanduser())
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
-        runner = build_runner(build_coding_agent(root, model), database_url=database_url)
+        agent = build_coding_agent(root, model, data=catalog)
+        runner = build_runner(agent, database_url=database_url)
     # Models without usage metadata (the offline demo) would log this on every call.
     logging.getLogger("google_adk.google.adk.telemetry._metrics").setLevel(logging.ERROR)
     app = create_app(
         runner=runner,
         require_token=require_token,
         token=token,
-        about={"workspace": str(root)},
+        about={"workspace": str(root), "data": [source.name for source in catalog.sources()]},
     )
     sock = bind(host, port)
     actual_port = sock.getsockname()[1]
@@ -474,6 +486,7 @@ def serve(
         url += f"#token={token}"
     print(f"plangate web UI: {url}")
     print(f"  model: {describe_model(model)}   workspace: {root}")
+    print(f"  data: {', '.join(source.name for source in catalog.sources())}")
     if require_token:
         print("  API requests need the header: Authorization: Bearer <token>")
     print("  Ctrl+C to stop.", flush=True)

@@ -11,13 +11,16 @@ import json
 from typing import Any
 
 from ag_ui.core import AssistantMessage, FunctionCall, Message, ToolCall, ToolMessage, UserMessage
+from google.adk.agents import LlmAgent
 
+from plangate.adk.protocols import protocol_runtime
+from plangate.adk.scope import PlanScope
 from plangate.adk.session import SYSTEM_AUTHOR, PlanSession
 from plangate.plan.session_state import PlanSessionState
 from plangate.store.store import JournalEntry
 from plangate.web.agui import StateKeys, interrupt_for, reply_id, shared_state
 
-__all__ = ["journal_json", "thread_json", "thread_messages"]
+__all__ = ["journal_json", "thread_journal", "thread_json", "thread_messages"]
 
 
 def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Message]:
@@ -110,6 +113,31 @@ def _reply_content(state: PlanSessionState, call_id: str, raw: Any) -> Any:
     return raw or {}
 
 
+async def thread_journal(session: PlanSession) -> list[JournalEntry]:
+    """The thread's governance journal: plan events and protocol events, in sequence order.
+
+    The protocol runtime journals under ``app/user/session/<agent name>``; Plan Mode under
+    ``app/user/session/<plan branch>``. They are one scope unless the plan has a branch of
+    its own, so the protocol scope is read separately only then.
+    """
+    entries = await session.journal()
+    agent = session.runner.agent
+    protocols = protocol_runtime(agent) if isinstance(agent, LlmAgent) else None
+    if protocols is None:
+        return entries
+    plan_scope = session.scope
+    scope = PlanScope(
+        plan_scope.app_name, plan_scope.user_id, plan_scope.session_id, protocols.branch
+    )
+    plan_store = await session.runtime.store()
+    protocol_store = await protocols.store()
+    if scope.key == plan_scope.key and protocol_store is plan_store:
+        return entries
+    seen = {e.seq for e in entries} if protocol_store is plan_store else set()
+    more = [e for e in await protocol_store.journal(scope.key) if e.seq not in seen]
+    return sorted([*entries, *more], key=lambda e: e.seq)
+
+
 def journal_json(entries: list[JournalEntry]) -> list[dict[str, Any]]:
     return [
         {
@@ -144,13 +172,13 @@ async def thread_json(session: PlanSession, *, running: bool) -> dict[str, Any]:
             for m in thread_messages(list(adk_session.events), plan_state)
         ],
         "state": shared_state(adk_session.state, keys),
-        "stateKeys": {"plan": keys.plan, "todos": keys.todos, "selection": keys.selection},
+        "stateKeys": keys.as_json(),
         "mode": {"active": mode.active, "pending": mode.pending, "planStatus": mode.plan_status},
         "interrupts": [
             interrupt_for(p).model_dump(mode="json", by_alias=True)
             for p in (record.pending if record else [])
         ],
-        "journal": journal_json(await session.journal()),
+        "journal": journal_json(await thread_journal(session)),
         "archivedPlans": [
             {
                 "id": r.id,
