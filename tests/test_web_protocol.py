@@ -1,13 +1,16 @@
-"""The AG-UI endpoint over HTTP: event order, state sync, interrupts and resume, safety.
+"""The AG-UI endpoint over HTTP: event order, state sync, interrupts and resume, safety,
+and protocol governance (state, handoffs, failed runs, journal).
 
 Everything runs through the real app (httpx ASGITransport), the real ADK Runner, the
-coding agent and the offline demo model over a copied sample workspace.
+coding agent (with the data tools of ``plangate serve`` for the protocol tests) and the
+offline demo model over a copied sample workspace and the shipped sample database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +19,13 @@ import jsonpatch
 import pytest
 from google.adk.agents import LlmAgent
 
-from plangate.adk import setup_plan
+from plangate.adk import PlanOptions, setup_plan
+from plangate.adk.protocols import get_protocol_state
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
+from plangate.data import DataCatalog
 from plangate.models.scripted import ScriptedLlm, call, text
-from plangate.web.agui import StateKeys, shared_state
+from plangate.web.agui import StateKeys, protocol_failure, shared_state
 from plangate.web.server import create_app
 from web_support import demo_app, run_input, sse_events, user_message
 
@@ -613,3 +618,255 @@ def test_streamed_text_becomes_one_message_and_calls_hang_off_it() -> None:
     assert {e.get("messageId") for e in dumped[:4]} == {first.id}
     assert dumped[4]["parentMessageId"] == first.id
     assert json.loads(dumped[5]["delta"]) == {"path": "a"}
+
+
+# -- protocol governance: the reference agent with the data tools -------------------------
+
+PROTOCOL = "protocol:orchestrator"
+REVENUE = {
+    "North": "97,979.81",
+    "East": "95,016.68",
+    "South": "83,800.54",
+    "West": "71,066.94",
+    "Central": "30,216.51",
+}
+DATA_PHASES = [
+    "scope",
+    "semantic_grounding",
+    "query_planning",
+    "execution",
+    "validation",
+    "synthesis",
+]
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> DataCatalog:
+    return DataCatalog(cache_dir=tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture
+async def data_client(tmp_path: Path, catalog: DataCatalog):
+    app, workspace = demo_app(tmp_path, data=catalog)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+        yield Client(app, http, workspace)
+
+
+def said(events: list[dict]) -> str:
+    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def protocol_states(events: list[dict]) -> list[tuple[int, dict[str, Any]]]:
+    """The client's protocol state after the snapshot and after each delta that changed it."""
+    states: list[tuple[int, dict[str, Any]]] = []
+    state: dict[str, Any] = {}
+    for index, event in enumerate(events):
+        if event["type"] == "STATE_SNAPSHOT":
+            state = event["snapshot"]
+        elif event["type"] == "STATE_DELTA":
+            state = jsonpatch.apply_patch(state, event["delta"])
+        else:
+            continue
+        current = state.get(PROTOCOL)
+        if current is not None and (not states or states[-1][1] != current):
+            states.append((index, current))
+    return states
+
+
+async def test_the_data_demo_fails_then_hands_off_then_refines_over_ag_ui(
+    data_client: Client,
+) -> None:
+    client = data_client
+    thread = await client.http.get("/api/info")
+    assert thread.json()["stateKeys"]["protocol"] == PROTOCOL
+
+    # 1. Routed to general-task: the data tool is refused, the completion gate fails the run.
+    events = await client.say("revenue by region last quarter")
+    assert_well_formed(events)
+    assert "RUN_FINISHED" not in types_of(events)
+    error = events[-1]
+    assert error["type"] == "RUN_ERROR" and error["code"] == "DATA_ACTIONS_REJECTED_BY_PROTOCOL"
+    refused = tool_results(events, "list_data_sources")
+    assert refused and all(r["error"].startswith("ACTION_NOT_ALLOWED_IN_PHASE") for r in refused)
+    assert said(events).endswith(error["message"])
+    state = replay(events)
+    assert state == await client.stored_state()
+    failed = state[PROTOCOL]
+    assert failed == get_protocol_state(await client.session().session(), "orchestrator")
+    assert (failed["protocol"], failed["phase"]) == ("general-task", "understand")
+    assert failed["run_status"] == "failed"
+    assert failed["run_outcome_code"] == error["code"]
+    assert failed["run_outcome_message"] == error["message"]
+    assert failed["intent"]["text"] == "revenue by region last quarter"
+    assert failed["route"]["source"] == "default"
+    # The run was shown as running before it was shown as failed.
+    assert protocol_states(events)[0][1]["run_status"] == "running"
+
+    # 2. "try again" inherits the task, hands off to data-analysis and does the work.
+    events = await client.say("try again")
+    assert_well_formed(events)
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["outcome"]["type"] == "success"
+    states = protocol_states(events)
+    assert states[0] == (1, failed)  # the snapshot still shows the earlier run
+    finished = len(events) - 1
+    handed = [i for i, s in states if s["handoffs"]]
+    assert handed and handed[0] < finished
+    [handoff_result] = [
+        i
+        for i, e in enumerate(events)
+        if e["type"] == "TOOL_CALL_RESULT" and "protocol_handoff" in _call_names(events, e)
+    ]
+    first_data_call = next(
+        i
+        for i, e in enumerate(events)
+        if e["type"] == "TOOL_CALL_START" and e["toolCallName"] == "list_data_sources"
+    )
+    # The handoff reaches the client while the run streams, before the data work starts.
+    assert handoff_result < handed[0] < first_data_call
+    phases = []
+    for index, seen in states:
+        if seen["protocol"] == "data-analysis" and seen["phase"] not in phases:
+            assert index < finished
+            phases.append(seen["phase"])
+    assert phases == DATA_PHASES
+    assert [s["protocol"] for _, s in states][1] == "general-task"  # routed first, then moved
+    state = replay(events)
+    assert state == await client.stored_state()
+    done = state[PROTOCOL]
+    assert done == get_protocol_state(await client.session().session(), "orchestrator")
+    assert (done["protocol"], done["version"], done["phase"]) == ("data-analysis", 1, "synthesis")
+    assert done["run_status"] == "completed" and "run_outcome_code" not in done
+    assert done["route"]["reason_codes"] == ["SESSION_INTENT_INHERITED"]
+    assert done["intent"]["change_kind"] == "handoff"
+    assert done["intent"]["text"] == "revenue by region last quarter"
+    [handoff] = done["handoffs"]
+    assert (handoff["from_protocol"], handoff["to_protocol"]) == (
+        "general-task@1",
+        "data-analysis@1",
+    )
+    answer = said(events)
+    for region, revenue in REVENUE.items():
+        assert f"- {region}: {revenue}" in answer
+
+    # 3. A refinement of the recorded analysis: data-analysis from the start, by month.
+    events = await client.say("break it down by month")
+    assert_well_formed(events)
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["outcome"]["type"] == "success"
+    state = replay(events)
+    assert state == await client.stored_state()
+    refined = state[PROTOCOL]
+    assert refined["protocol"] == "data-analysis" and refined["run_status"] == "completed"
+    assert refined["route"]["task_relation"] == "refine"
+    assert refined["handoffs"] == []
+    assert {s["protocol"] for _, s in protocol_states(events)[1:]} == {"data-analysis"}
+    assert tool_results(events, "validate_result")[0]["row_count"] == 15
+    assert len(re.findall(r"^- \w+ 2026-\d\d: [\d,]+\.\d\d$", said(events), re.M)) == 15
+
+    # Read back: the protocol state, the refusal inline, and the protocol journal.
+    thread = (await client.http.get(f"/api/threads/{THREAD}")).json()
+    assert thread["stateKeys"]["protocol"] == PROTOCOL
+    assert thread["state"] == await client.stored_state()
+    results = [json.loads(m["content"]) for m in thread["messages"] if m["role"] == "tool"]
+    assert results[0]["error"].startswith("ACTION_NOT_ALLOWED_IN_PHASE")
+    kinds = [e["kind"] for e in thread["journal"]]
+    for kind in (
+        "protocol.route.resolved",
+        "protocol.segment.started",
+        "protocol.action.rejected",
+        "protocol.run.failed",
+        "protocol.handoff.proposed",
+        "protocol.handoff.accepted",
+        "protocol.phase.entered",
+        "protocol.run.completed",
+    ):
+        assert kind in kinds, kind
+    assert kinds.index("protocol.run.failed") < kinds.index("protocol.handoff.accepted")
+    assert kinds.count("protocol.run.completed") == 2
+    journal = (await client.http.get(f"/api/threads/{THREAD}/journal")).json()["journal"]
+    assert journal == thread["journal"]
+
+
+def _call_names(events: list[dict], result: dict) -> set[str]:
+    return {
+        e["toolCallName"]
+        for e in events
+        if e["type"] == "TOOL_CALL_START" and e["toolCallId"] == result["toolCallId"]
+    }
+
+
+async def test_plan_and_protocol_journals_merge_in_sequence_order(
+    tmp_path: Path, catalog: DataCatalog
+) -> None:
+    # A plan branch of its own puts plan events under another journal scope than the
+    # protocol's (which is the agent name); the thread shows both, in one order.
+    app, _ = demo_app(tmp_path, data=catalog, plan_options=PlanOptions(branch="coding"))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+        body = run_input(
+            THREAD,
+            messages=[user_message("revenue by region last quarter")],
+            state={"agent_mode": "plan"},
+        )
+        events = sse_events((await http.post("/api/agent", json=body)).text)
+        assert events[-1]["code"] == "DATA_ACTIONS_REJECTED_BY_PROTOCOL"
+        assert set(replay(events)) == {"agent_mode", "plan:coding", PROTOCOL}
+        thread = (await http.get(f"/api/threads/{THREAD}")).json()
+    journal = thread["journal"]
+    seqs = [e["seq"] for e in journal]
+    assert seqs == sorted(set(seqs))
+    kinds = [e["kind"] for e in journal]
+    assert "mode.selected" in kinds and "plan.transition" in kinds
+    assert kinds.index("protocol.route.resolved") < kinds.index("plan.transition")
+    assert kinds.index("plan.transition") < kinds.index("protocol.action.rejected")
+    assert kinds[-1] == "protocol.run.failed"
+
+
+def test_only_a_run_that_failed_now_is_reported_as_failed() -> None:
+    running = {"run_id": "r1", "run_status": "running"}
+    failed = {
+        "run_id": "r1",
+        "run_status": "failed",
+        "run_outcome_code": "DATA_ACTIONS_REJECTED_BY_PROTOCOL",
+        "run_outcome_message": "DATA_ACTIONS_REJECTED_BY_PROTOCOL: 1 data tool call(s)",
+    }
+    error = protocol_failure({}, failed)
+    assert error is not None and error.code == "DATA_ACTIONS_REJECTED_BY_PROTOCOL"
+    assert error.message == failed["run_outcome_message"]
+    resumed = protocol_failure(running, failed)  # a paused run resumed and then failed
+    assert resumed is not None and resumed.code == failed["run_outcome_code"]
+    assert protocol_failure(failed, failed) is None  # an earlier run's failure
+    assert protocol_failure(failed, {"run_id": "r2", "run_status": "completed"}) is None
+    bare = protocol_failure(running, {"run_id": "r1", "run_status": "failed"})
+    assert bare is not None and bare.code == "PROTOCOL_RUN_FAILED"
+
+
+def test_serve_registers_data_sources(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    monkeypatch.chdir(tmp_path)  # serve keeps its sample data under ./.plangate
+
+    from plangate.cli.serve import add_serve_parser, data_sources, run_serve
+
+    parser = argparse.ArgumentParser(prog="plangate")
+    add_serve_parser(parser.add_subparsers(dest="command"))
+    csv = tmp_path / "sales.csv"
+    csv.write_text("region,revenue\nNorth,1\n")
+    args = parser.parse_args(["serve", "--data", f"sales={csv}", "--data", "more=b.parquet"])
+    assert args.data == [f"sales={csv}", "more=b.parquet"]
+    assert data_sources(args.data) == [("sales", str(csv)), ("more", "b.parquet")]
+    assert parser.parse_args(["serve"]).data == []
+    for spec, words in (
+        ("sales", "--data takes NAME=PATH"),
+        (f"={csv}", "--data takes NAME=PATH"),
+        (f"sales={tmp_path / 'missing.csv'}", "FILE_NOT_FOUND"),
+        (f"1sales={csv}", "INVALID_NAME"),
+        (f"sales={tmp_path / 'notes.txt'}", "UNSUPPORTED_FORMAT"),
+    ):
+        assert run_serve(parser.parse_args(["serve", "--port", "0", "--data", spec])) == 2
+        assert words in capsys.readouterr().err
+    # A bad source stops serve before it copies a workspace or listens.
+    assert not (tmp_path / ".plangate" / "workspace").exists()

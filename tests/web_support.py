@@ -13,9 +13,11 @@ from typing import Any
 
 import uvicorn
 
+from plangate.adk import PlanOptions
 from plangate.adk.runner import build_runner
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
+from plangate.data import DataCatalog
 from plangate.models.demo import DemoModel
 from plangate.web.server import bind, create_app
 
@@ -63,11 +65,19 @@ def user_message(text: str) -> dict[str, Any]:
     return {"id": uuid.uuid4().hex, "role": "user", "content": text}
 
 
-def demo_app(tmp_path: Path, **options: Any):
-    """The app over the coding agent, the demo model and a fresh sample workspace."""
+def demo_app(
+    tmp_path: Path,
+    *,
+    data: DataCatalog | None = None,
+    plan_options: PlanOptions | None = None,
+    **options: Any,
+):
+    """The app over the coding agent, the demo model and a fresh sample workspace; given a
+    data catalog, the reference agent of ``plangate serve`` (data tools under protocol
+    governance)."""
     workspace = copy_sample_workspace(tmp_path / "workspace")
     runner = build_runner(
-        build_coding_agent(workspace, DemoModel()),
+        build_coding_agent(workspace, DemoModel(), data=data, options=plan_options),
         database_url=f"sqlite:///{tmp_path / 'web.db'}",
     )
     options.setdefault("require_token", False)

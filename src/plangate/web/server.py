@@ -457,6 +457,9 @@ def serve(
     require_token = token is not None or not is_loopback(host)
     if require_token and not token:
         token = secrets.token_urlsafe(24)
+    catalog = DataCatalog(cache_dir=Path.cwd() / ".plangate" / "data")
+    for name, path in data_sources:
+        catalog.register(name, Path(path).expanduser())
     if workspace is None:
         root = copy_sample_workspace(Path.cwd() / ".plangate" / "workspace")
     else:
@@ -464,9 +467,6 @@ def serve(
         if not root.is_dir():
             raise ValueError(f"workspace {workspace} is not a directory")
     model = resolve_model(model_spec)
-    catalog = DataCatalog(cache_dir=Path.cwd() / ".plangate" / "data")
-    for name, path in data_sources:
-        catalog.register(name, Path(path).expanduser())
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
         agent = build_coding_agent(root, model, data=catalog)
