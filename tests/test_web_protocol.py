@@ -870,3 +870,19 @@ def test_serve_registers_data_sources(
         assert words in capsys.readouterr().err
     # A bad source stops serve before it copies a workspace or listens.
     assert not (tmp_path / ".plangate" / "workspace").exists()
+
+
+async def test_a_human_reply_comes_back_as_its_result_under_protocol_governance(
+    data_client: Client,
+) -> None:
+    # Protocol routing writes state before the plan runtime takes the reply: the reply's
+    # canonical result must still reach the client in that run.
+    events, approval = await plan_to_approval(data_client)
+    assert_well_formed(events)
+    reply = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert reply["messageId"] == f"reply:{reply['toolCallId']}"
+    assert json.loads(reply["content"])["answer"] == "Raise an error"
+    state = replay(events)
+    assert state == await data_client.stored_state()
+    assert state[PROTOCOL]["protocol"] == "general-task"
+    assert approval["metadata"]["revision"] == state["plan:orchestrator"]["contentRevisions"]

@@ -568,9 +568,11 @@ async def run_events(
             prepared.message, state_delta=prepared.state_delta, run_config=_run_config()
         ):
             if unanswered:
-                for reply in await _reply_results(session, unanswered):
+                # A reply is resolved when the plan runtime takes it, which may come after
+                # the run's first event (protocol routing writes state before that).
+                replies, unanswered = await _reply_results(session, unanswered)
+                for reply in replies:
                     yield reply
-                unanswered = []
             for translated in translator.translate(event):
                 yield translated
             if event.actions and event.actions.state_delta:
@@ -580,7 +582,8 @@ async def run_events(
         for translated in translator.close():
             yield translated
         if unanswered:
-            for reply in await _reply_results(session, unanswered):
+            replies, _ = await _reply_results(session, unanswered)
+            for reply in replies:
                 yield reply
         # A paused tool writes its state outside the event stream: reconcile with the
         # session as stored, so snapshot + deltas equal it exactly.
@@ -634,10 +637,14 @@ async def _session_state(session: PlanSession, keys: StateKeys) -> dict[str, Any
     return shared_state(stored.state if stored is not None else {}, keys)
 
 
-async def _reply_results(session: PlanSession, call_ids: Sequence[str]) -> list[BaseEvent]:
-    """The canonical result of each human reply this run carried, as a tool result."""
+async def _reply_results(
+    session: PlanSession, call_ids: Sequence[str]
+) -> tuple[list[BaseEvent], list[str]]:
+    """The canonical result of each human reply this run carried, as a tool result; and
+    the calls whose reply is not resolved yet."""
     state = await session.plan_state()
     out: list[BaseEvent] = []
+    waiting: list[str] = []
     for call_id in call_ids:
         resolution = state.resolutions.get(call_id)
         ignored = state.ignored.get(call_id)
@@ -646,6 +653,7 @@ async def _reply_results(session: PlanSession, call_ids: Sequence[str]) -> list[
         elif ignored is not None:
             content = {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {ignored.reason}"}
         else:
+            waiting.append(call_id)
             continue
         out.append(
             ToolCallResultEvent(
@@ -656,4 +664,4 @@ async def _reply_results(session: PlanSession, call_ids: Sequence[str]) -> list[
                 timestamp=_now_ms(),
             )
         )
-    return out
+    return out, waiting
