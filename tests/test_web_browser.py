@@ -1,4 +1,6 @@
-"""The page in headless Chromium against a real uvicorn server and the offline demo model.
+"""The page in headless Chromium against a real uvicorn server running the agent of
+``plangate serve`` (the coding agent with the data tools under protocol governance) and
+the offline demo model.
 
 Screenshots of every step go to ``test-artifacts/web/``.
 """
@@ -14,6 +16,7 @@ import pytest
 
 from conftest import require_service
 from plangate.agent.workspace import copy_sample_workspace
+from plangate.data import DataCatalog
 from web_support import CHROMIUM, CHROMIUM_ARGS, ServerThread, demo_app
 
 pytestmark = pytest.mark.browser
@@ -42,7 +45,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    app, workspace = demo_app(tmp_path_factory.mktemp("web"))
+    catalog = DataCatalog(cache_dir=tmp_path_factory.mktemp("data"))
+    app, workspace = demo_app(tmp_path_factory.mktemp("web"), data=catalog)
     server = ServerThread(app).start()
     server.workspace = workspace
     yield server
@@ -255,3 +259,100 @@ def test_the_page_sends_the_token_from_the_url_fragment(browser: Any, tmp_path: 
     finally:
         context.close()
         server.stop()
+
+
+REVENUE = [
+    "North: 97,979.81",
+    "East: 95,016.68",
+    "South: 83,800.54",
+    "West: 71,066.94",
+    "Central: 30,216.51",
+]
+
+
+def say(page: Any, text: str, runs: int) -> None:
+    page.locator("#input").fill(text)
+    page.locator("#input").press("Enter")
+    wait_runs(page, runs)
+
+
+def test_the_protocol_panel_follows_routing_a_failed_run_and_a_handoff(
+    page: Any, server: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    open_page(page, server.url)
+    page.locator("#new-thread").click()  # a fresh thread: no session intent yet
+    panel = page.locator("#protocol-panel")
+    assert panel.is_visible()
+    assert page.locator("#protocol-status").inner_text() == "no run yet"
+
+    # 1. Routed to general-task: the data tool is refused by the protocol, the run fails.
+    say(page, "revenue by region last quarter", 1)
+    run = last_run(page)
+    assert run[-1]["type"] == "RUN_ERROR"
+    assert run[-1]["code"] == "DATA_ACTIONS_REJECTED_BY_PROTOCOL"
+    assert page.locator("#protocol-name").inner_text() == "general-task@1"
+    assert page.locator("#protocol-phase").inner_text() == "understand"
+    assert page.locator("#protocol-status").inner_text() == "failed"
+    outcome = page.locator("#protocol-outcome")
+    assert "Last run failed: DATA_ACTIONS_REJECTED_BY_PROTOCOL" in outcome.inner_text()
+    assert "revenue by region last quarter" in page.locator("#protocol-intent").inner_text()
+    assert "default" in page.locator("#protocol-route").inner_text()
+    assert page.locator("#protocol-handoffs").inner_text() == "none"
+    refused = page.locator('.tool.refused.by-protocol[data-tool="list_data_sources"]')
+    assert refused.locator(".tool-status").inner_text() == "refused by protocol"
+    assert "not allowed in phase “understand”" in refused.locator(".tool-note").inner_text()
+    banner = page.locator("#banner").inner_text()
+    assert banner.startswith("The protocol failed this run — DATA_ACTIONS_REJECTED_BY_PROTOCOL:")
+    assert banner.count("DATA_ACTIONS_REJECTED_BY_PROTOCOL") == 1
+    timeline = page.locator("#timeline")
+    timeline.locator("text=Run failed: DATA_ACTIONS_REJECTED_BY_PROTOCOL").wait_for()
+    assert "Routed to general-task@1" in timeline.inner_text()
+    assert "Protocol refused list_data_sources in phase understand" in timeline.inner_text()
+    shot(page, "12-protocol-failed-run")
+
+    # 2. "try again": the same task, handed off to data-analysis while the run streams.
+    say(page, "try again", 2)
+    run = last_run(page)
+    assert run[-1]["type"] == "RUN_FINISHED" and run[-1]["outcome"] == "success"
+    deltas = [e for e in run if e["type"] == "STATE_DELTA"]
+    handed = next(i for i, e in enumerate(deltas) if e["handoffs"])
+    assert deltas[0]["protocol"] == "general-task"
+    assert deltas[handed]["protocol"] == "data-analysis"
+    assert [e["phase"] for e in deltas[handed:]][-1] == "synthesis"
+    assert page.locator("#protocol-name").inner_text() == "data-analysis@1"
+    assert page.locator("#protocol-phase").inner_text() == "synthesis"
+    assert page.locator("#protocol-status").inner_text() == "completed"
+    assert "general-task → data-analysis" in page.locator("#protocol-handoffs").inner_text()
+    assert "handoff" in page.locator("#protocol-intent").locator("..").inner_text()
+    assert "SESSION_INTENT_INHERITED" in page.locator("#protocol-route").inner_text()
+    answer = page.locator(".msg.assistant").last
+    for line in REVENUE:
+        assert line in answer.inner_text()
+    expect(answer).to_be_in_viewport()  # the chat followed the run to its answer
+    # The handoff and the data calls after it (one model step each) share one bubble.
+    handoff = page.locator(".msg.assistant", has=page.locator('[data-tool="protocol_handoff"]'))
+    assert handoff.locator(".tool.ok").count() == 8
+    assert "5 rows" in handoff.locator('[data-tool="run_sql_readonly"]').inner_text()
+    timeline.locator("text=Handoff accepted: now data-analysis@1").wait_for()
+    text = timeline.inner_text()
+    assert "Proposed a handoff general-task@1 → data-analysis@1" in text
+    assert "Run completed" in text
+    assert page.locator("#banner").is_hidden()
+    shot(page, "12-protocol-handoff")
+
+    # 3. A refinement stays in data-analysis; the earlier handoff is still listed.
+    say(page, "break it down by month", 3)
+    assert last_run(page)[-1]["type"] == "RUN_FINISHED"
+    assert "refine" in page.locator("#protocol-route").inner_text()
+    assert "earlier run" in page.locator("#protocol-handoffs").inner_text()
+    assert "East 2026-08: 33,530.46" in page.locator(".msg.assistant").last.inner_text()
+    shot(page, "12-protocol-refined")
+
+    # A reload restores the panel, the inline refusal and the protocol timeline.
+    page.reload()
+    page.wait_for_function("() => window.__events.some(e => e.type === 'THREAD_LOADED')")
+    assert page.locator("#protocol-name").inner_text() == "data-analysis@1"
+    assert page.locator(".tool.refused.by-protocol").count() == 1
+    assert "Run failed: DATA_ACTIONS_REJECTED_BY_PROTOCOL" in timeline.inner_text()

@@ -3,10 +3,12 @@
 One AG-UI run is one ``PlanSession.run``. The stream opens with ``RUN_STARTED`` and a
 ``STATE_SNAPSHOT``; each ADK event becomes text, tool-call and tool-result events, and a
 ``STATE_DELTA`` (RFC 6902, made by ``jsonpatch``) follows every event that changed the
-plan, the todos or the mode selection. A run that waits for a human ends with
-``RUN_FINISHED`` and an interrupt outcome, one ``Interrupt`` per pending plan request;
-the next run answers them with ``RunAgentInput.resume`` (or, as in the original demo,
-with ``role: "tool"`` messages), which become the bound ``PlanSession`` replies.
+plan, the todos, the mode selection or the protocol state. A run that waits for a human
+ends with ``RUN_FINISHED`` and an interrupt outcome, one ``Interrupt`` per pending plan
+request; the next run answers them with ``RunAgentInput.resume`` (or, as in the original
+demo, with ``role: "tool"`` messages), which become the bound ``PlanSession`` replies.
+A run the protocol failed (its completion gate) ends with ``RUN_ERROR`` carrying the
+protocol's outcome code, never with a successful ``RUN_FINISHED``.
 """
 
 from __future__ import annotations

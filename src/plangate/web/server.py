@@ -6,7 +6,7 @@ Endpoints
     GET  /api/info                  agent and model
     POST /api/agent                 an AG-UI run (RunAgentInput in, SSE events out)
     GET  /api/threads/{id}          messages, state, pending interrupts, journal
-    GET  /api/threads/{id}/journal  the governance journal
+    GET  /api/threads/{id}/journal  the governance journal (plan and protocol events)
     POST /api/threads/{id}/leave-plan  the user's exit from Plan Mode (cancels the plan)
 
 Safe to expose: loopback without a token by default (Host checked against loopback

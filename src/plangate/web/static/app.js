@@ -310,7 +310,7 @@
   const S = {
     token: sessionStorage.getItem("plangate.token") || "",
     threadId: hash.get("thread") || localStorage.getItem("plangate.thread") || randomId("t-"),
-    keys: { plan: null, todos: null, selection: "agent_mode" },
+    keys: { plan: null, todos: null, selection: "agent_mode", protocol: null },
     state: {},
     selection: null, // the user's choice, sent with the next run; null = keep the thread's
     interrupts: [],
@@ -339,6 +339,17 @@
 
   function plan() {
     const value = S.state[planKey()];
+    return typeof value === "string" ? parseJson(value) : value || null;
+  }
+
+  function protocolKey() {
+    return S.keys.protocol || Object.keys(S.state).find((k) => k.startsWith("protocol:"));
+  }
+
+  // The protocol mirror: {protocol, version, phase, run_id, run_status, intent, handoffs, route, …}.
+  function protocolState() {
+    const key = protocolKey();
+    const value = key ? S.state[key] : null;
     return typeof value === "string" ? parseJson(value) : value || null;
   }
 
@@ -393,10 +404,20 @@
 
   // ---------------------------------------------------------------- chat rendering
 
+  // Follow new output while the reader is at the bottom. "At the bottom" is decided when
+  // the reader scrolls, not after new content has already pushed the bottom away.
+  let following = true;
+
   function scrollDown(force) {
     const box = $("messages");
-    const near = box.scrollHeight - box.scrollTop - box.clientHeight < 160;
-    if (force || near) box.scrollTop = box.scrollHeight;
+    if (force || following) box.scrollTop = box.scrollHeight;
+  }
+
+  function trackScroll() {
+    const box = $("messages");
+    box.addEventListener("scroll", () => {
+      following = box.scrollHeight - box.scrollTop - box.clientHeight < 160;
+    });
   }
 
   function addUserBubble(text) {
@@ -405,9 +426,19 @@
     scrollDown(true);
   }
 
-  function assistantBubble(id) {
+  // Tool calls without text of their own (one model step each) join the assistant bubble
+  // right above them instead of opening one bubble per call.
+  function assistantBubble(id, toolsOnly) {
     let entry = S.bubbles.get(id);
     if (entry) return entry;
+    const last = $("messages").lastElementChild;
+    if (toolsOnly && last && last.classList.contains("assistant")) {
+      entry = [...S.bubbles.values()].find((e) => e.node === last);
+      if (entry) {
+        S.bubbles.set(id, entry);
+        return entry;
+      }
+    }
     $("empty").hidden = true;
     const body = el("div", { class: "markdown text" });
     const tools = el("div", { class: "tools" });
@@ -425,17 +456,29 @@
     scrollDown();
   }
 
-  const ARG_KEYS = ["path", "command", "pattern", "question", "summary", "objective", "mode"];
+  const ARG_KEYS = ["path", "command", "pattern", "question", "summary", "objective", "mode", "target_protocol", "sql", "claim"];
   const HITL = new Set(["enter_plan_mode", "exit_plan_mode", "ask_user_question"]);
   // Tools whose successful result is worth a line in the chat without opening the details.
-  const SHOW_OK = new Set([...HITL, "Bash", "Edit", "Write", "todo_write", "update_plan_content"]);
+  const SHOW_OK = new Set([...HITL, "Bash", "Edit", "Write", "todo_write", "update_plan_content", "protocol_handoff", "run_sql_readonly"]);
 
   function argSummary(name, args) {
     if (!args || typeof args !== "object") return "";
     if (name === "todo_write" && Array.isArray(args.todos)) return `${args.todos.length} items`;
     if (name === "update_plan_content") return `${args.mode || "append"}, ${String(args.content || "").length} chars`;
+    if (name === "validate_result" && args.result && Array.isArray(args.result.rows)) return `${args.result.rows.length} rows`;
+    if (!Object.keys(args).length) return "";
     for (const key of ARG_KEYS) if (args[key]) return truncate(args[key], 90);
     return truncate(JSON.stringify(args), 90);
+  }
+
+  // ACTION_NOT_ALLOWED_IN_PHASE:<phase>:<action>:<allowed,…> from the protocol boundary check.
+  function protocolRefusal(name, result, error) {
+    const [code, phase, action] = error.split(":");
+    const targets = Array.isArray(result.handoff_targets) ? result.handoff_targets : [];
+    if (code !== "ACTION_NOT_ALLOWED_IN_PHASE") return truncate(error, 200);
+    let text = `${action || name} is not allowed in phase “${phase}”`;
+    if (targets.length) text += ` — it needs ${targets.join(" or ")} (a handoff)`;
+    return text;
   }
 
   function resultSummary(name, result) {
@@ -443,6 +486,9 @@
     if (result && typeof result === "object") {
       const error = typeof result.error === "string" ? result.error : "";
       if (error.startsWith("PLAN_MODE_GATE")) return { kind: "refused", text: error.replace(/^PLAN_MODE_GATE:\s*/, "") };
+      if (error.startsWith("ACTION_NOT_ALLOWED_IN_PHASE") || (error && result.error_category === "protocol")) {
+        return { kind: "refused", by: "protocol", text: protocolRefusal(name, result, error) };
+      }
       if (result.status === "ignored") return { kind: "ignored", text: error || "ignored" };
       if (error) return { kind: "error", text: error };
       if (result.status === "waiting") return { kind: "waiting", text: "still waiting for you" };
@@ -461,6 +507,11 @@
       if (name === "Read" && "total_lines" in result) return { kind: "ok", text: `${result.total_lines} lines` };
       if (name === "Glob" && Array.isArray(result.paths)) return { kind: "ok", text: `${result.paths.length} files` };
       if (name === "Grep" && Array.isArray(result.matches)) return { kind: "ok", text: `${result.matches.length} matches` };
+      if (name === "protocol_handoff" && result.status === "accepted") return { kind: "ok", text: `now ${result.active_protocol}, phase ${result.active_phase}` };
+      if (name === "list_data_sources" && Array.isArray(result.sources)) return { kind: "ok", text: result.sources.map((s) => s.name).join(", ") || "no sources" };
+      if (name === "run_sql_readonly" && "row_count" in result) return { kind: "ok", text: `${result.row_count} rows${result.truncated ? " (truncated)" : ""}` };
+      if (name === "validate_result" && "valid" in result) return { kind: result.valid ? "ok" : "error", text: result.valid ? "valid" : `issues: ${(result.issues || []).join("; ")}` };
+      if (name === "bind_evidence" && result.evidence_id) return { kind: "ok", text: `evidence ${result.evidence_id}` };
       if (result.message) return { kind: "ok", text: truncate(result.message, 160) };
     }
     return { kind: "ok", text: "done" };
@@ -471,6 +522,7 @@
     ok: "ok",
     error: "error",
     refused: "refused by plan gate",
+    "refused-protocol": "refused by protocol",
     waiting: "waiting for you",
     ignored: "ignored",
     withdrawn: "withdrawn",
@@ -480,7 +532,7 @@
   function toolBlock(id, name, parentId) {
     let tool = S.tools.get(id);
     if (tool) return tool;
-    const bubble = assistantBubble(parentId || `tool-${id}`);
+    const bubble = assistantBubble(parentId || `tool-${id}`, true);
     const status = el("span", { class: "tool-status", text: STATUS_LABEL.running });
     const args = el("code", { class: "tool-args" });
     const note = el("div", { class: "tool-note", hidden: true });
@@ -517,9 +569,9 @@
     tool.argsPre.textContent = args === undefined ? text : JSON.stringify(args, null, 2);
   }
 
-  function setToolState(tool, kind, text) {
-    tool.node.className = `tool ${kind}`;
-    tool.status.textContent = STATUS_LABEL[kind] || kind;
+  function setToolState(tool, kind, text, by) {
+    tool.node.className = `tool ${kind}${by ? ` by-${by}` : ""}`;
+    tool.status.textContent = STATUS_LABEL[by ? `${kind}-${by}` : kind] || kind;
     tool.note.textContent = text || "";
     tool.note.hidden = !text;
   }
@@ -530,7 +582,7 @@
     tool.resultPre.textContent = result === undefined ? String(content) : JSON.stringify(result, null, 2);
     const summary = resultSummary(tool.name, result === undefined ? content : result);
     const quiet = summary.kind === "ok" && !SHOW_OK.has(tool.name);
-    setToolState(tool, summary.kind, quiet ? "" : summary.text);
+    setToolState(tool, summary.kind, quiet ? "" : summary.text, summary.by);
     scrollDown();
   }
 
@@ -563,7 +615,7 @@
       if (message.role === "user") {
         addUserBubble(typeof message.content === "string" ? message.content : "");
       } else if (message.role === "assistant") {
-        const bubble = assistantBubble(message.id);
+        const bubble = assistantBubble(message.id, !message.content);
         if (message.content) setBubbleText(bubble, message.content);
         for (const call of message.toolCalls || []) {
           const tool = toolBlock(call.id, call.function.name, message.id);
@@ -592,6 +644,7 @@
     const status = $("plan-status");
     const meta = $("plan-meta");
     const body = $("plan-body");
+    $("plan-panel").classList.toggle("empty", !record);
     if (!record) {
       status.textContent = "no plan";
       status.className = "badge";
@@ -661,7 +714,127 @@
     $("mode-note").textContent = note;
   }
 
+  const RUN_TEXT = { running: "running", completed: "completed", failed: "failed", degraded: "degraded", partial: "partial" };
+
+  function words(text) {
+    return String(text || "").replace(/_/g, " ");
+  }
+
+  function protocolName(name) {
+    return String(name || "").replace(/@\d+$/, "");
+  }
+
+  // Handoffs accepted in earlier runs, from the journal (the state holds this run's only).
+  function earlierHandoffs(runId) {
+    const out = [];
+    let proposed = null;
+    for (const entry of S.journal) {
+      if (entry.kind === "protocol.handoff.proposed") proposed = entry.detail || {};
+      if (entry.kind !== "protocol.handoff.accepted") continue;
+      const run = String(entry.subject || "").split(":segment:")[0];
+      if (run === runId) continue;
+      const d = entry.detail || {};
+      out.push({ from: proposed ? proposed.sourceProtocol : "?", to: d.protocol, kind: d.transitionKind, at: entry.at });
+    }
+    return out;
+  }
+
+  function factRow(label, ...value) {
+    return el("div", { class: "proto-row" }, el("span", { class: "label", text: label }), el("span", { class: "value" }, ...value));
+  }
+
+  function handoffItem(h, earlier) {
+    const kind = h.kind && h.kind !== "handoff" ? ` (${words(h.kind)})` : "";
+    return el(
+      "li",
+      { class: earlier ? "earlier" : "" },
+      el("span", { class: "mono" }, `${protocolName(h.from)} → ${protocolName(h.to)}`),
+      kind,
+      h.at ? el("span", { class: "when", text: ` ${clock(h.at)}` }) : null,
+      earlier ? el("span", { class: "muted", text: " · earlier run" }) : null
+    );
+  }
+
+  function renderProtocol() {
+    const panel = $("protocol-panel");
+    const governed = Boolean(protocolKey());
+    panel.hidden = !governed;
+    if (!governed) return;
+    const p = protocolState();
+    const status = $("protocol-status");
+    const body = $("protocol-body");
+    if (!p || !p.protocol) {
+      status.textContent = "no run yet";
+      status.className = "badge";
+      body.replaceChildren(
+        el("p", { class: "placeholder", text: "Each message is routed to a protocol (general-task, data-analysis, …); each phase allows only its own actions." })
+      );
+      return;
+    }
+    status.textContent = RUN_TEXT[p.run_status] || p.run_status || "";
+    status.className = `badge run-${p.run_status}`;
+    const rows = [
+      el(
+        "div",
+        { class: "proto-head" },
+        el("span", { id: "protocol-name", class: "proto-name", text: `${p.protocol}@${p.version}` }),
+        el("span", { class: "dot", text: "·" }),
+        el("span", { class: "muted", text: "phase" }),
+        el("span", { id: "protocol-phase", class: "phase", text: words(p.phase) })
+      ),
+    ];
+    const intent = p.intent || {};
+    if (intent.text) {
+      rows.push(
+        factRow(
+          "Intent",
+          el("span", { id: "protocol-intent", class: "intent", text: truncate(intent.text, 160), title: intent.text }),
+          intent.change_kind ? el("span", { class: "chip", text: words(intent.change_kind) }) : null
+        )
+      );
+    }
+    const route = p.route || {};
+    const reasons = (route.reason_codes || []).join(", ");
+    rows.push(
+      factRow(
+        "Route",
+        el(
+          "span",
+          { id: "protocol-route", class: "mono small" },
+          [route.source, reasons, route.task_relation].filter(Boolean).join(" · "),
+          (route.warnings || []).length ? el("span", { class: "warn", text: ` ⚠ ${route.warnings.join(", ")}` }) : null
+        )
+      )
+    );
+    const current = (p.handoffs || []).map((h) => handoffItem({ from: h.from_protocol, to: h.to_protocol, kind: h.transition_kind, at: h.at }, false));
+    const earlier = earlierHandoffs(p.run_id).slice(-3).map((h) => handoffItem(h, true));
+    rows.push(
+      factRow(
+        "Handoffs",
+        current.length || earlier.length
+          ? el("ul", { id: "protocol-handoffs", class: "handoffs" }, ...current, ...earlier)
+          : el("span", { id: "protocol-handoffs", class: "muted", text: "none" })
+      )
+    );
+    if (p.run_status === "failed") {
+      rows.push(
+        el(
+          "div",
+          { id: "protocol-outcome", class: "proto-outcome failed", role: "status" },
+          el("strong", { text: `Last run failed: ${p.run_outcome_code || "PROTOCOL_RUN_FAILED"}` }),
+          p.run_outcome_message ? el("div", { class: "small", text: String(p.run_outcome_message).replace(/^[A-Z_]+:\s*/, "") }) : null
+        )
+      );
+    } else if (p.run_status === "degraded" || p.run_status === "partial") {
+      const code = p.run_outcome_code ? `: ${p.run_outcome_code}` : "";
+      rows.push(el("div", { id: "protocol-outcome", class: `proto-outcome ${p.run_status}`, text: `Last run ${p.run_status}${code}` }));
+    } // a completed run needs no line of its own: the badge says so
+
+    body.replaceChildren(...rows);
+  }
+
   function renderState() {
+    renderProtocol();
     renderPlan();
     renderTodos();
     renderMode();
@@ -698,27 +871,64 @@
         if (to === "cancelled") return { cls: "", text: `Cancelled the plan${d.reason ? ` (${d.reason})` : ""}` };
         return { cls: "", text: `${from || "none"} → ${to}` };
       }
+      case "protocol.route.resolved": {
+        const why = [d.source, (d.reasonCodes || []).join(", "), d.taskRelation].filter(Boolean).join("; ");
+        return { cls: "protocol", text: `Routed to ${d.protocol}${why ? ` (${why})` : ""}` };
+      }
+      case "protocol.route.failed":
+        return { cls: "refusal", text: `Routing failed: ${d.reasonCode || ""}` };
+      case "protocol.run.rejected":
+        return { cls: "refusal", text: `Run not started: ${d.reasonCode || ""}` };
+      case "protocol.segment.started":
+        return { cls: "protocol", text: `Started ${d.protocol} in phase ${words(d.phase)}` };
+      case "protocol.segment.ended":
+        return { cls: "protocol", text: `Ended the segment (${words(d.status)})` };
+      case "protocol.phase.entered":
+        return { cls: "protocol", text: `Phase ${words(d.from)} → ${words(d.to)}` };
+      case "protocol.handoff.proposed":
+        return { cls: "protocol", text: `Proposed a handoff ${d.sourceProtocol} → ${d.targetProtocol}${d.reason ? `: ${d.reason}` : ""}` };
+      case "protocol.handoff.accepted":
+        return { cls: "decision approve", text: `Handoff accepted: now ${d.protocol}${d.transitionKind && d.transitionKind !== "handoff" ? ` (${words(d.transitionKind)})` : ""}` };
+      case "protocol.handoff.rejected":
+        return { cls: "refusal", text: `Handoff to ${d.targetProtocol || "?"} rejected: ${d.reasonCode || ""}` };
+      case "protocol.handoff.failed":
+        return { cls: "refusal", text: `Handoff to ${d.targetProtocol || "?"} failed: ${d.error || ""}` };
+      case "protocol.action.rejected":
+        return { cls: "refusal", text: `Protocol refused ${d.tool || d.action} in phase ${words(d.phase)} (${d.reasonCode})` };
+      case "protocol.requirements.committed":
+        return { cls: "protocol", text: `Committed ${Object.keys(d.requirements || {}).length} analysis requirement(s)` };
+      case "protocol.run.failed":
+        return { cls: "decision reject", text: `Run failed: ${(d.reasonCodes || []).join(", ") || d.message || ""}` };
+      case "protocol.run.completed": {
+        const reasons = (d.reasonCodes || []).length ? `: ${d.reasonCodes.join(", ")}` : "";
+        return { cls: d.status === "completed" ? "decision approve" : "refusal", text: `Run ${d.status || "completed"}${reasons}` };
+      }
       default:
         return { cls: "", text: entry.kind };
     }
   }
 
+  // Bookkeeping the timeline leaves out (the API returns it): every recorded data call,
+  // the routing request before its result, the run start beside its segment start.
+  const QUIET_KINDS = new Set(["protocol.route.requested", "protocol.run.started", "protocol.action.recorded", "protocol.completion.proposed"]);
+
   function renderTimeline() {
     const list = $("timeline");
+    const shown = S.journal.filter((entry) => !QUIET_KINDS.has(entry.kind));
     list.replaceChildren(
-      ...S.journal.map((entry) => {
+      ...shown.map((entry) => {
         const { cls, text } = describe(entry);
         return el(
           "li",
           { class: `event ${cls}`, title: `${entry.kind}${entry.sha256 ? " · sha256 " + entry.sha256 : ""}` },
           el("span", { class: "when mono", text: clock(entry.at) }),
-          el("span", { class: `who actor-${entry.actor === "user" ? "user" : entry.actor === "model" ? "model" : "agent"}`, text: entry.actor }),
+          el("span", { class: `who actor-${["user", "model", "protocol"].includes(entry.actor) ? entry.actor : "agent"}`, text: entry.actor }),
           el("span", { class: "what", text })
         );
       })
     );
-    if (!S.journal.length) list.append(el("li", { class: "placeholder", text: "Approvals, refusals and mode changes appear here." }));
-    $("timeline-count").textContent = S.journal.length ? String(S.journal.length) : "";
+    if (!shown.length) list.append(el("li", { class: "placeholder", text: "Approvals, refusals, routing and mode changes appear here." }));
+    $("timeline-count").textContent = shown.length ? String(shown.length) : "";
     list.scrollTop = list.scrollHeight;
   }
 
@@ -727,6 +937,7 @@
     if (ok) {
       S.journal = body.journal || [];
       renderTimeline();
+      renderProtocol();
     }
   }
 
@@ -866,6 +1077,7 @@
 
   function record(event) {
     const p = plan();
+    const pr = protocolState();
     window.__events.push({
       type: event.type,
       at: performance.now(),
@@ -877,6 +1089,10 @@
       planChars: p && p.content ? p.content.length : 0,
       planPanelChars: $("plan-body").textContent.length,
       toolName: event.toolCallName,
+      protocol: pr ? pr.protocol : null,
+      phase: pr ? pr.phase : null,
+      runStatus: pr ? pr.run_status : null,
+      handoffs: pr ? (pr.handoffs || []).length : 0,
     });
   }
 
@@ -928,11 +1144,17 @@
         setRunning(false);
         renderCards();
         break;
-      case "RUN_ERROR":
+      case "RUN_ERROR": {
         setRunning(false);
-        showBanner(`${event.code || "ERROR"}: ${event.message}`);
+        const code = event.code || "ERROR";
+        const message = String(event.message || "");
+        const text = message.startsWith(code) ? message : `${code}: ${message}`;
+        const p = protocolState();
+        const byProtocol = p && p.run_status === "failed" && p.run_outcome_code === event.code;
+        showBanner(byProtocol ? `The protocol failed this run — ${text}` : text);
         if (event.code === "STALE_RESUME") loadThread();
         break;
+      }
     }
     record(event);
   }
@@ -1121,6 +1343,7 @@
 
   async function start() {
     remember();
+    trackScroll();
     renderState();
     renderTimeline();
     // Pasting a URL with a token or another thread into this tab only changes the hash.
