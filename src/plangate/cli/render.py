@@ -67,9 +67,7 @@ def summarize_result(name: str, result: dict[str, Any]) -> str:
         return ", ".join(str(s.get("name")) for s in result.get("sources") or []) or "no sources"
     if name == "inspect_schema":
         tables = result.get("tables") or [result]
-        return "; ".join(
-            f"{t.get('table')} ({len(t.get('columns') or [])} columns)" for t in tables
-        )
+        return "; ".join(f"{t.get('name')} ({len(t.get('columns') or [])} columns)" for t in tables)
     if name == "lookup_values":
         values = result.get("values") or []
         return f"{len(values)} values: " + ", ".join(str(v.get("value")) for v in values[:5])
