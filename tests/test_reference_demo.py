@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_data_demo import direct, reported
 
 from plangate.adk.protocols import get_protocol_state
 from plangate.adk.runner import build_runner
@@ -19,6 +18,7 @@ from plangate.data import DataCatalog
 from plangate.models.demo import DemoModel
 from plangate.models.demo_data import quarter_sql
 from plangate.plan import PlanStatus
+from test_data_demo import direct, reported
 
 
 @pytest.fixture(scope="module")
