@@ -92,20 +92,7 @@ class Transaction:
         return expected_version + 1
 
     async def append(self, scope: str, entry: JournalEvent) -> int:
-        result = await self._conn.execute(
-            insert(journal).values(
-                scope=scope,
-                kind=entry.kind,
-                subject=entry.subject,
-                from_state=entry.from_state,
-                to_state=entry.to_state,
-                actor=entry.actor,
-                at=entry.at,
-                revision=entry.revision,
-                sha256=entry.sha256,
-                detail=entry.detail,
-            )
-        )
+        result = await self._conn.execute(insert(journal).values(scope=scope, **entry.model_dump()))
         return int(result.inserted_primary_key[0])
 
     @property
@@ -158,19 +145,7 @@ class Store:
             rows = (await conn.execute(query)).all()
         return [
             JournalEntry(
-                seq=row.seq,
-                scope=row.scope,
-                event=JournalEvent(
-                    kind=row.kind,
-                    subject=row.subject,
-                    from_state=row.from_state,
-                    to_state=row.to_state,
-                    actor=row.actor,
-                    at=row.at,
-                    revision=row.revision,
-                    sha256=row.sha256,
-                    detail=row.detail or {},
-                ),
+                seq=row.seq, scope=row.scope, event=JournalEvent.model_validate(row._mapping)
             )
             for row in rows
         ]
