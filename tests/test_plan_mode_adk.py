@@ -602,3 +602,29 @@ async def test_parallel_updates_lose_nothing(database_url: str) -> None:
     for result in conflicts:
         assert result["error"].startswith("PLAN_CONFLICT")
     assert record.content_revisions == len(applied)
+
+
+async def test_todo_write_is_refused_while_planning_and_validates_after(
+    database_url: str,
+) -> None:
+    from plangate.agent.todos import todo_write_tool
+
+    model = ScriptedLlm()
+    h = Harness(make_agent(model, tools=[todo_write_tool("orchestrator")]), database_url)
+    await h.start({"agent_mode": "plan"})
+    model.add([call("todo_write", todos=[{"content": "a"}])], [text("x")])
+    events = await h.send("task")
+    assert tool_results(events, "todo_write")[0]["error"].startswith("PLAN_MODE_GATE")
+    model.add(
+        [call("todo_write", todos=[{"content": "a", "status": "later"}])],
+        [call("todo_write", todos=[{"content": "a", "status": "in_progress"}, {"content": "b"}])],
+        [text("x")],
+    )
+    events = await h.send("go", state_delta={"agent_mode": "agent"})
+    bad, good = tool_results(events, "todo_write")
+    assert bad["error"].startswith("INVALID_ARGS: todo #1 status")
+    assert good["message"] == "0/2 completed"
+    assert (await h.state())["todos:orchestrator"] == [
+        {"content": "a", "status": "in_progress"},
+        {"content": "b", "status": "pending"},
+    ]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from google.adk.tools import FunctionTool, ToolContext
+from pydantic import BaseModel, ValidationError
 
 from plangate.policy.effects import Effect, declare_effect
 
-__all__ = ["TODO_STATUSES", "todo_write_tool", "todos_state_key"]
+__all__ = ["TODO_STATUSES", "TodoItem", "todo_write_tool", "todos_state_key"]
 
 TODO_STATUSES = ("pending", "in_progress", "completed")
 
@@ -17,31 +18,39 @@ def todos_state_key(branch: str) -> str:
     return f"todos:{branch}"
 
 
+class TodoItem(BaseModel):
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+
+
 def todo_write_tool(branch: str) -> FunctionTool:
     """A ``todo_write`` tool storing the list in session state under ``todos:<branch>``."""
 
-    async def todo_write(todos: list[dict[str, Any]], tool_context: ToolContext) -> dict[str, Any]:
+    async def todo_write(todos: list[TodoItem], tool_context: ToolContext) -> dict[str, Any]:
         """Replace the task list that tracks the implementation of an approved plan.
 
         Args:
-            todos: The whole list, each item {"content": str, "status": "pending" |
-                "in_progress" | "completed"}. Keep exactly one item in_progress while working.
+            todos: The whole list. Keep exactly one item in_progress while working and mark
+                items completed as they are done.
         """
         if not isinstance(todos, list):
             return {"error": "INVALID_ARGS: 'todos' must be a list of {content, status} objects"}
         cleaned: list[dict[str, str]] = []
         for index, item in enumerate(todos, start=1):
-            if not isinstance(item, dict):
-                return {"error": f"INVALID_ARGS: todo #{index} must be an object"}
-            content, status = item.get("content"), item.get("status", "pending")
-            if not isinstance(content, str) or not content.strip():
+            # ADK converts valid items to TodoItem and leaves invalid ones as they came.
+            if not isinstance(item, TodoItem):
+                try:
+                    item = TodoItem.model_validate(item)
+                except ValidationError as exc:
+                    problem = exc.errors()[0]
+                    where = ".".join(str(p) for p in problem["loc"]) or "item"
+                    return {
+                        "error": f"INVALID_ARGS: todo #{index} {where}: {problem['msg']} "
+                        f"(statuses: {', '.join(TODO_STATUSES)})"
+                    }
+            if not item.content.strip():
                 return {"error": f"INVALID_ARGS: todo #{index} needs a non-empty 'content'"}
-            if status not in TODO_STATUSES:
-                return {
-                    "error": f"INVALID_ARGS: todo #{index} has status {status!r}; use one of "
-                    + ", ".join(TODO_STATUSES)
-                }
-            cleaned.append({"content": content.strip(), "status": status})
+            cleaned.append({"content": item.content.strip(), "status": item.status})
         tool_context.state[todos_state_key(branch)] = cleaned
         done = sum(1 for t in cleaned if t["status"] == "completed")
         return {"todos": cleaned, "message": f"{done}/{len(cleaned)} completed"}
