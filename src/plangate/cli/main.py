@@ -24,6 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_serve_parser(subparsers)
+    try:
+        from plangate.cli.acp_command import add_acp_parser
+    except ImportError:
+        pass
+    else:
+        add_acp_parser(subparsers)
     return parser
 
 

@@ -1,0 +1,467 @@
+"""The reference agent as an ACP agent: editors drive it over stdio and switch its mode.
+
+One ACP session is one :class:`PlanSession` (same id). A prompt runs the turn through the
+session and streams it as session updates. When the run pauses on a human request (plan
+entry, a question, plan approval), the editor is asked inline with
+``session/request_permission`` -- ACP blocks mid-turn where ADK ends the run -- and the
+run continues with the bound reply, all within the same ``session/prompt``.
+
+Mode changes are announced only once committed and only when they change what the
+editor shows: a ``set_mode`` that changes nothing sends nothing, and the agent's own
+changes (a confirmed entry, an approval) are sent when the run applies them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import uuid
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp.helpers import update_agent_message_text
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PlanEntry,
+    PromptCapabilities,
+    PromptResponse,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    StopReason,
+)
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.models.base_llm import BaseLlm
+from google.adk.runners import Runner
+from google.genai import types
+
+import plangate
+from plangate.acp import mapping
+from plangate.adk.session import PlanSession
+from plangate.agent.todos import todos_state_key
+
+__all__ = ["PlangateAgent", "run_stdio"]
+
+logger = logging.getLogger("plangate.acp")
+
+USER_ID = "user"
+# ACP messages may carry whole files (embedded resources); the asyncio default is 64 KiB.
+STDIO_LIMIT = 50 * 1024 * 1024
+
+
+@dataclass
+class LiveSession:
+    """One open ACP session: its plan session, workspace and what the editor was last told."""
+
+    id: str
+    session: PlanSession
+    workspace: Path
+    mode: str
+    entries: list[PlanEntry]
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    turn: asyncio.Task[StopReason] | None = None
+
+
+class PlangateAgent:
+    """``acp.interfaces.Agent`` for the reference coding agent (plan mode, data tools).
+
+    ``workspace``: the folder every session works in; None means each session's ``cwd``
+    when it is a folder, else a copy of the sample project. ``data_dir``: where the sample
+    database is built (default ``.plangate/data``).
+    """
+
+    def __init__(
+        self,
+        model: BaseLlm | str,
+        *,
+        database_url: str | None = None,
+        workspace: Path | None = None,
+        data_dir: Path | None = None,
+    ) -> None:
+        self.model = model
+        self.database_url = database_url
+        self.workspace = workspace
+        self.data_dir = data_dir or Path.cwd() / ".plangate" / "data"
+        self._conn: Client | None = None
+        self._runners: dict[Path, Runner] = {}
+        self._sessions: dict[str, LiveSession] = {}
+        self._catalog: Any = None
+        self._sample: Path | None = None
+
+    def on_connect(self, conn: Client) -> None:
+        self._conn = conn
+
+    # -- setup --------------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+            ),
+            agent_info=Implementation(
+                name="plangate", title="plangate", version=plangate.__version__
+            ),
+        )
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        workspace = self._workspace_for(cwd)
+        runner = self._runner(workspace)
+        session = await PlanSession.open(runner, user_id=USER_ID, session_id=uuid.uuid4().hex)
+        live = await self._track(session, workspace)
+        return NewSessionResponse(
+            session_id=live.id,
+            modes=mapping.session_modes(live.mode),
+            config_options=mapping.config_options(live.mode),
+        )
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[Any] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse:
+        running = self._sessions.get(session_id)
+        if running is not None and running.turn is not None and not running.turn.done():
+            raise RequestError(-32602, f"session '{session_id}' is running a prompt")
+        workspace = self._workspace_for(cwd)
+        runner = self._runner(workspace)
+        stored = await runner.session_service.get_session(
+            app_name=runner.app_name, user_id=USER_ID, session_id=session_id
+        )
+        if stored is None:
+            raise RequestError(-32602, f"unknown session '{session_id}'", {"sessionId": session_id})
+        session = PlanSession(runner, user_id=USER_ID, session_id=session_id)
+        live = await self._track(session, workspace)
+        await self._replay(live, stored.events)
+        return LoadSessionResponse(
+            modes=mapping.session_modes(live.mode),
+            config_options=mapping.config_options(live.mode),
+        )
+
+    async def _track(self, session: PlanSession, workspace: Path) -> LiveSession:
+        live = LiveSession(
+            id=session.session_id,
+            session=session,
+            workspace=workspace,
+            mode=mapping.mode_id(await session.mode()),
+            entries=[],
+        )
+        live.entries = await self._entries(live)
+        self._sessions[live.id] = live
+        return live
+
+    async def _replay(self, live: LiveSession, events: list[Any]) -> None:
+        """The stored conversation as session updates: messages, tool calls and results
+        (a human reply shows as the canonical result the plan runtime gave it)."""
+        resolutions = (await live.session.plan_state()).resolutions
+        mapper = mapping.EventMapper(live.workspace)
+        for event in events:
+            if event.author == "user" and event.content is not None:
+                for part in event.content.parts or []:
+                    reply = part.function_response
+                    if reply is not None and reply.id in resolutions:
+                        await self._send(
+                            live,
+                            mapping.resolution_update(
+                                reply.id,
+                                reply.name or mapper.started.get(reply.id, ""),
+                                resolutions[reply.id].result,
+                            ),
+                        )
+            for update in mapper.updates(event):
+                await self._send(live, update)
+        for update in mapper.interrupted("No result was recorded: the run was interrupted."):
+            await self._send(live, update)
+        if live.entries:
+            await self._send(live, mapping.plan_update(live.entries))
+
+    def _workspace_for(self, cwd: str) -> Path:
+        if self.workspace is not None:
+            return self.workspace
+        folder = Path(cwd).expanduser() if cwd else None
+        if folder is not None and folder.is_absolute() and folder.is_dir():
+            return folder.resolve()
+        if self._sample is None:
+            from plangate.agent.workspace import copy_sample_workspace
+
+            self._sample = copy_sample_workspace(Path.cwd() / ".plangate" / "workspace")
+        return self._sample
+
+    def _runner(self, workspace: Path) -> Runner:
+        runner = self._runners.get(workspace)
+        if runner is None:
+            from plangate.adk.runner import build_runner
+            from plangate.agent.coding_agent import build_coding_agent
+            from plangate.data import DataCatalog
+
+            if self._catalog is None:
+                self._catalog = DataCatalog(cache_dir=self.data_dir)
+            agent = build_coding_agent(workspace, self.model, data=self._catalog)
+            runner = build_runner(agent, database_url=self.database_url)
+            self._runners[workspace] = runner
+        return runner
+
+    def _live(self, session_id: str) -> LiveSession:
+        live = self._sessions.get(session_id)
+        if live is None:
+            raise RequestError(
+                -32602,
+                f"unknown session '{session_id}': create it with session/new or session/load",
+                {"sessionId": session_id},
+            )
+        return live
+
+    # -- modes --------------------------------------------------------------------------
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse:
+        await self._switch(self._live(session_id), mode_id)
+        return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        live = self._live(session_id)
+        if config_id != mapping.MODE_CONFIG_ID:
+            raise RequestError(
+                -32602,
+                f"unknown config option '{config_id}' — available options: "
+                f"{mapping.MODE_CONFIG_ID}",
+                {"configId": config_id},
+            )
+        if not isinstance(value, str):
+            raise RequestError(-32602, mapping.unknown_mode_message(str(value)))
+        await self._switch(live, value)
+        return SetSessionConfigOptionResponse(config_options=mapping.config_options(live.mode))
+
+    async def _switch(self, live: LiveSession, value: str) -> None:
+        """Select plan mode or leave it; the editor hears of it only once it is committed,
+        and only if it changed something."""
+        if value not in mapping.MODE_IDS:
+            raise RequestError(
+                -32602,
+                mapping.unknown_mode_message(value),
+                {"modeId": value, "availableModes": list(mapping.MODE_IDS)},
+            )
+        if mapping.mode_id(await live.session.mode()) != value:
+            if value == mapping.PLAN_MODE:
+                # Applies at the next step boundary: the next prompt, or mid-run.
+                await live.session.select_plan()
+            else:
+                # Cancels an active plan (a journaled user exit) or withdraws an entry.
+                await live.session.leave_plan()
+        await self._sync(live)
+
+    async def _sync(self, live: LiveSession, *, plan: bool = True) -> None:
+        """Tell the editor what changed since it was last told: the mode, the plan view."""
+        async with live.lock:
+            current = mapping.mode_id(await live.session.mode())
+            if current != live.mode:
+                live.mode = current
+                for update in mapping.mode_changed(current):
+                    await self._send(live, update)
+            if plan:
+                entries = await self._entries(live)
+                if entries != live.entries:
+                    live.entries = entries
+                    await self._send(live, mapping.plan_update(entries))
+
+    async def _entries(self, live: LiveSession) -> list[PlanEntry]:
+        record = await live.session.record()
+        stored = await live.session.session()
+        todos = stored.state.get(todos_state_key(live.session.runtime.branch)) if stored else None
+        return mapping.plan_entries(record, todos)
+
+    # -- turns --------------------------------------------------------------------------
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        live = self._live(session_id)
+        if live.turn is not None and not live.turn.done():
+            raise RequestError(-32600, "a prompt is already running in this session")
+        mapper = mapping.EventMapper(live.workspace)
+        turn = asyncio.create_task(self._turn(live, mapper, mapping.prompt_text(prompt)))
+        live.turn = turn
+        try:
+            await asyncio.wait({turn})
+        except asyncio.CancelledError:  # the connection is going away
+            turn.cancel()
+            raise
+        if turn.cancelled():
+            for update in mapper.interrupted("Cancelled by the user."):
+                await self._send(live, update)
+            return PromptResponse(stop_reason="cancelled")
+        return PromptResponse(stop_reason=turn.result())
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        live = self._sessions.get(session_id)
+        if live is not None and live.turn is not None and not live.turn.done():
+            live.turn.cancel()
+
+    async def _turn(self, live: LiveSession, mapper: mapping.EventMapper, text: str) -> StopReason:
+        if not text:
+            await self._say(live, "There is nothing to do: the prompt has no text.")
+            return "end_turn"
+        message: str | types.Content = text
+        try:
+            while True:
+                await self._run(live, mapper, message)
+                answer = await self._ask_pending(live, mapper)
+                if isinstance(answer, str):
+                    return answer  # type: ignore[return-value]
+                message = answer
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a model or tool failure must not take the connection down
+            logger.exception("the turn of session %s failed", live.id)
+            reason = f"The run failed: {type(exc).__name__}: {exc}"
+            for update in mapper.interrupted(reason):
+                await self._send(live, update)
+            await self._say(live, f"{reason}\nThe session is saved; send a message to retry.")
+            return "end_turn"
+
+    async def _run(
+        self, live: LiveSession, mapper: mapping.EventMapper, message: str | types.Content
+    ) -> None:
+        replied = _replied_calls(message)
+        runtime = live.session.runtime
+        mode_keys = {runtime.state_key, runtime.options.force_enter_plan_state_key} - {None}
+        plan_keys = {runtime.state_key, todos_state_key(runtime.branch)}
+        run_config = RunConfig(streaming_mode=StreamingMode.SSE)
+        async with aclosing(live.session.run(message, run_config=run_config)) as events:
+            async for event in events:
+                if replied:
+                    replied = await self._resolved(live, replied)
+                delta = set(event.actions.state_delta) if event.actions else set()
+                # A mode change applies at the step boundary, before what the step says.
+                if delta & mode_keys:
+                    await self._sync(live, plan=False)
+                for update in mapper.updates(event):
+                    await self._send(live, update)
+                if delta & plan_keys:
+                    await self._sync(live)
+        if replied:
+            await self._resolved(live, replied)
+        await self._sync(live)
+
+    async def _resolved(
+        self, live: LiveSession, replied: list[tuple[str, str]]
+    ) -> list[tuple[str, str]]:
+        """Show each human reply's canonical result once the runtime applied it; return
+        the replies still waiting to be applied."""
+        state = await live.session.plan_state()
+        waiting = []
+        for call_id, name in replied:
+            resolution = state.resolutions.get(call_id)
+            ignored = state.ignored.get(call_id)
+            if resolution is not None:
+                result = resolution.result
+            elif ignored is not None:
+                result = {"error": f"HITL_REPLY_IGNORED: {ignored.reason}"}
+            else:
+                waiting.append((call_id, name))
+                continue
+            await self._send(live, mapping.resolution_update(call_id, name, result))
+        return waiting
+
+    async def _ask_pending(
+        self, live: LiveSession, mapper: mapping.EventMapper
+    ) -> types.Content | StopReason:
+        """Ask the editor about the first request the run paused on; the reply to resume
+        with, or why the turn stops."""
+        while True:
+            pending = await live.session.pending()
+            if not pending:
+                return "end_turn"
+            request = pending[0]
+            fields = mapping.request_tool_call(request, await live.session.record())
+            await self._send(live, fields.card(started=request.call_id in mapper.started))
+            mapper.started.setdefault(request.call_id, request.tool_name)
+            response = await self._client().request_permission(
+                session_id=live.id,
+                tool_call=fields.subject(),
+                options=mapping.permission_options(request),
+            )
+            try:
+                reply = mapping.reply_for(request, response.outcome)
+            except ValueError as exc:
+                await self._say(live, f"{exc}; the request stays open.")
+                return "end_turn"
+            if reply is None:  # the turn was cancelled: the request stays pending
+                return "cancelled"
+            still = {p.approval_id for p in await live.session.pending()}
+            if request.approval_id in still:
+                return reply
+            # Withdrawn (the user left plan mode) or answered elsewhere while the editor asked.
+            await self._send(live, mapping.withdrawn(request.call_id))
+
+    # -- sending ------------------------------------------------------------------------
+
+    def _client(self) -> Client:
+        if self._conn is None:
+            raise RuntimeError("no client connection")
+        return self._conn
+
+    async def _send(self, live: LiveSession, update: Any) -> None:
+        await self._client().session_update(session_id=live.id, update=update)
+
+    async def _say(self, live: LiveSession, text: str) -> None:
+        await self._send(live, update_agent_message_text(text))
+
+
+def _replied_calls(message: str | types.Content) -> list[tuple[str, str]]:
+    if isinstance(message, str):
+        return []
+    return [
+        (p.function_response.id, p.function_response.name or "")
+        for p in message.parts or []
+        if p.function_response is not None and p.function_response.id
+    ]
+
+
+async def run_stdio(agent: PlangateAgent) -> None:
+    """Serve ``agent`` on stdin/stdout until the editor closes the connection.
+
+    Standard output carries the protocol and nothing else: the process's own fd 1 is
+    pointed at stderr first, so a stray print or a child process writing there cannot
+    corrupt the stream.
+    """
+    if os.name == "nt":  # pragma: no cover - the pipe setup below is POSIX only
+        await run_agent(agent)
+        return
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=STDIO_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", buffering=0)
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    await run_agent(agent, input_stream=writer, output_stream=reader)

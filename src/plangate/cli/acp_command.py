@@ -1,0 +1,68 @@
+"""``plangate acp``: the coding agent for editors (Zed, JetBrains, Neovim) over ACP stdio."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_acp_parser", "run_acp"]
+
+
+def add_acp_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "acp",
+        help="serve the coding agent to an editor over the Agent Client Protocol (stdio)",
+        description="Speak the Agent Client Protocol on stdin/stdout, so an editor can drive "
+        "the coding agent and switch between the Default and Plan modes. Plan approvals, "
+        "questions and Plan Mode entry are asked as permission requests.",
+    )
+    parser.add_argument(
+        "--workspace",
+        default=None,
+        help="project folder the agent works in (default: the editor session's folder, "
+        "else a copy of the sample project in .plangate/workspace)",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="demo (default), a Gemini name, openai:<model> or anthropic:<model> "
+        "(default from PLANGATE_MODEL)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="sqlite:///… or postgresql://… (default PLANGATE_DATABASE_URL or "
+        ".plangate/plangate.db)",
+    )
+    parser.set_defaults(func=run_acp)
+    return parser
+
+
+def run_acp(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from plangate.acp import PlangateAgent, run_stdio
+    from plangate.models.config import resolve_model
+
+    try:
+        model = resolve_model(args.model)
+    except ValueError as exc:
+        print(f"plangate acp: {exc}", file=sys.stderr)
+        return 2
+    workspace = None
+    if args.workspace:
+        workspace = Path(args.workspace).expanduser().resolve()
+        if not workspace.is_dir():
+            print(f"plangate acp: workspace {workspace} is not a folder", file=sys.stderr)
+            return 2
+    # Models without usage metadata (the offline demo) would log this on every call.
+    logging.getLogger("google_adk.google.adk.telemetry._metrics").setLevel(logging.ERROR)
+    agent = PlangateAgent(model, database_url=args.database_url, workspace=workspace)
+    try:
+        asyncio.run(run_stdio(agent))
+    except KeyboardInterrupt:
+        return 130
+    return 0

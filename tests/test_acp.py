@@ -1,0 +1,369 @@
+"""``plangate acp`` driven by the real ACP SDK client over stdio, as an editor would.
+
+Each test spawns ``python -m plangate.cli.main acp`` on a copy of the sample workspace
+with the offline demo model, records every session update the agent sends and answers
+``session/request_permission`` from a scripted queue.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp.schema import (
+    AgentMessageChunk,
+    AgentPlanUpdate,
+    AllowedOutcome,
+    ClientCapabilities,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    DeniedOutcome,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+    UserMessageChunk,
+)
+
+from plangate.adk.runner import build_runner
+from plangate.adk.session import PlanSession
+from plangate.agent.coding_agent import build_coding_agent
+from plangate.agent.workspace import copy_sample_workspace
+from plangate.models.demo import OPTIONS, DemoModel
+from plangate.plan import PlanStatus
+
+FIXED = "        if quantity > on_hand:\n"
+CANCEL = "<cancel>"
+
+
+class EditorClient:
+    """An ACP client that records what the agent sends and answers permission requests
+    from a script: an option name, or CANCEL (the user stops the turn)."""
+
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+        self.permissions: list[tuple[ToolCallUpdate, list[PermissionOption], int]] = []
+        self.answers: deque[str] = deque()
+        self.conn: Any = None
+        self.session_id = ""
+
+    async def request_permission(
+        self, options: list[PermissionOption], session_id: str, tool_call: ToolCallUpdate, **_: Any
+    ) -> RequestPermissionResponse:
+        self.permissions.append((tool_call, options, len(self.updates)))
+        answer = self.answers.popleft()
+        if answer == CANCEL:
+            await self.conn.cancel(session_id=session_id)
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        chosen = next(o for o in options if answer in (o.name, o.option_id))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        self.updates.append(update)
+
+    async def write_text_file(self, **_: Any) -> None:
+        raise RequestError.method_not_found("fs/write_text_file")
+
+    async def read_text_file(self, **_: Any) -> None:
+        raise RequestError.method_not_found("fs/read_text_file")
+
+    async def create_terminal(self, **_: Any) -> None:
+        raise RequestError.method_not_found("terminal/create")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    # -- reading what was sent ------------------------------------------------------------
+
+    def of(self, kind: type, start: int = 0) -> list[Any]:
+        return [u for u in self.updates[start:] if isinstance(u, kind)]
+
+    def modes(self, start: int = 0) -> list[str]:
+        return [u.current_mode_id for u in self.of(CurrentModeUpdate, start)]
+
+    def text(self) -> str:
+        return "".join(u.content.text for u in self.of(AgentMessageChunk))
+
+    def results(self, call_id: str) -> list[ToolCallProgress]:
+        """The finished updates of one tool call (not the request cards)."""
+        return [
+            u
+            for u in self.of(ToolCallProgress)
+            if u.tool_call_id == call_id and u.status in ("completed", "failed")
+        ]
+
+    def calls(self, name_prefix: str) -> list[ToolCallStart]:
+        return [u for u in self.of(ToolCallStart) if u.title.startswith(name_prefix)]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return copy_sample_workspace(tmp_path / "ws")
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'plangate.db'}"
+
+
+@asynccontextmanager
+async def editor(
+    tmp_path: Path, workspace: Path, database_url: str, *extra: str
+) -> AsyncIterator[tuple[EditorClient, Any]]:
+    """A running ``plangate acp`` and the client connected to it (initialized)."""
+    client = EditorClient()
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PLANGATE_MODEL": "demo",
+    }
+    with (tmp_path / "agent-stderr.log").open("ab") as stderr:
+        async with spawn_agent_process(
+            client,
+            sys.executable,
+            "-m",
+            "plangate.cli.main",
+            "acp",
+            "--workspace",
+            str(workspace),
+            "--database-url",
+            database_url,
+            *extra,
+            cwd=tmp_path,
+            env=env,
+            transport_kwargs={"stderr": stderr},
+        ) as (conn, _process):
+            response = await conn.initialize(
+                protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities()
+            )
+            assert response.protocol_version == 1
+            yield client, conn
+
+
+async def prompt(client: EditorClient, conn: Any, text: str, *answers: str) -> str:
+    client.answers.extend(answers)
+    response = await conn.prompt(session_id=client.session_id, prompt=[text_block(text)])
+    assert not client.answers, f"unused answers: {list(client.answers)}"
+    return response.stop_reason
+
+
+async def new_session(client: EditorClient, conn: Any, cwd: Path) -> Any:
+    response = await conn.new_session(cwd=str(cwd), mcp_servers=[])
+    client.session_id = response.session_id
+    return response
+
+
+def open_session(workspace: Path, database_url: str, session_id: str) -> Any:
+    agent = build_coding_agent(workspace, DemoModel())
+    return PlanSession.open(build_runner(agent, database_url=database_url), session_id=session_id)
+
+
+# -- the tests ------------------------------------------------------------------------------
+
+
+async def test_initialize_and_new_session_advertise_both_modes(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        info = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        assert info.agent_info.name == "plangate" and info.agent_info.version
+        assert info.agent_capabilities.load_session is True
+
+        session = await new_session(client, conn, workspace)
+        assert session.modes.current_mode_id == "default"
+        assert [(m.id, m.name) for m in session.modes.available_modes] == [
+            ("default", "Default"),
+            ("plan", "Plan"),
+        ]
+        [option] = session.config_options
+        option = option.root if hasattr(option, "root") else option
+        assert option.category == "mode" and option.current_value == "default"
+        assert [o.value for o in option.options] == ["default", "plan"]
+        assert client.updates == []
+
+
+async def test_set_mode_announces_only_real_changes_and_refuses_unknown_ids(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        await new_session(client, conn, workspace)
+
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        assert client.modes() == ["plan"]
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        assert client.modes() == ["plan"], "a no-op selection sends nothing"
+
+        before = len(client.updates)
+        with pytest.raises(RequestError) as refused:
+            await conn.set_session_mode(session_id=client.session_id, mode_id="yolo")
+        assert refused.value.code == -32602
+        assert "unknown session mode 'yolo' — available modes: default, plan" in str(refused.value)
+        assert len(client.updates) == before
+
+        # The config option is the same switch: back to default withdraws the pending entry.
+        response = await conn.set_config_option(
+            config_id="mode", session_id=client.session_id, value="default"
+        )
+        [option] = response.config_options
+        option = option.root if hasattr(option, "root") else option
+        assert option.current_value == "default"
+        assert client.modes() == ["plan", "default"]
+        [changed] = client.of(ConfigOptionUpdate, before)
+        assert changed.config_options[0].current_value == "default"
+
+
+async def test_planned_fix_with_question_and_approval_in_one_prompt(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        await new_session(client, conn, workspace)
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+
+        stop = await prompt(client, conn, "Fix the failing test", "0", "Approve")
+        assert stop == "end_turn"
+
+        kinds = {u.title.split(" ")[0]: u.kind for u in client.of(ToolCallStart)}
+        assert kinds["Glob"] == "search" and kinds["Read"] == "read"
+        assert kinds["Run"] == "execute" and kinds["Edit"] == "edit"
+
+        early_edit, late_edit = client.calls("Edit inventory/stock.py")
+        assert early_edit.locations[0].path == str(workspace / "inventory" / "stock.py")
+        [refused] = client.results(early_edit.tool_call_id)
+        assert refused.status == "failed"
+        assert "PLAN_MODE_GATE" in refused.content[0].content.text
+        assert [u.status for u in client.results(late_edit.tool_call_id)] == ["completed"]
+
+        (question, options, _), (approval, approval_options, asked_at) = client.permissions
+        assert [o.name for o in options] == OPTIONS
+        assert [o.option_id for o in options] == ["0", "1"]
+        assert approval.kind == "switch_mode"
+        assert approval.title == "Approve plan (revision 1)"
+        assert approval.raw_input["revision"] == 1 and len(approval.raw_input["sha256"]) == 64
+        assert approval.raw_input["plan"].startswith("# Fix over-reservation")
+        assert [(o.name, o.kind) for o in approval_options] == [
+            ("Approve", "allow_once"),
+            ("Keep planning", "reject_once"),
+        ]
+        [answered] = client.results(question.tool_call_id)
+        assert answered.status == "completed" and answered.raw_output["answer"] == OPTIONS[0]
+
+        assert client.modes() == ["plan", "default"]
+        [switched_at] = [
+            i for i, u in enumerate(client.updates) if isinstance(u, CurrentModeUpdate)
+        ][1:]
+        assert switched_at > asked_at
+        assert switched_at < client.updates.index(late_edit), "mode flips before the edit"
+        [approved] = client.results(approval.tool_call_id)
+        assert approved.status == "completed" and approved.raw_output["status"] == "approved"
+
+        plans = client.of(AgentPlanUpdate)
+        assert plans[0].entries[0].content.startswith("Change the guard")
+        todos = [(e.content.split(" ")[0], e.status) for e in plans[-1].entries]
+        assert todos == [("Change", "completed"), ("Run", "completed")]
+        assert any(e.status == "in_progress" for p in plans for e in p.entries)
+        assert "5 passed" in client.text()
+        assert FIXED in (workspace / "inventory" / "stock.py").read_text()
+
+
+async def test_keep_planning_rejects_then_the_revised_plan_is_approved(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        await new_session(client, conn, workspace)
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+
+        stop = await prompt(client, conn, "Fix the failing test", "0", "Keep planning", "Approve")
+        assert stop == "end_turn"
+
+        first, second = (p[0] for p in client.permissions[1:])
+        assert first.title == "Approve plan (revision 1)"
+        assert second.title == "Approve plan (revision 2)"
+        assert "Reviewer feedback" in second.raw_input["plan"]
+        [kept] = client.results(first.tool_call_id)
+        assert kept.raw_output["status"] == "rejected"
+        assert kept.raw_output["plan"]["status"] == "drafting"
+        assert "keep planning" in kept.content[0].content.text.lower()
+        assert client.modes() == ["plan", "default"]
+        assert FIXED in (workspace / "inventory" / "stock.py").read_text()
+
+
+async def test_load_session_after_restart_advertises_the_mode_and_replays(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        await new_session(client, conn, workspace)
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        # The user stops the turn at the approval: the request stays pending.
+        stop = await prompt(client, conn, "Fix the failing test", "0", CANCEL)
+        assert stop == "cancelled"
+    session_id = client.session_id
+
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        loaded = await conn.load_session(cwd=str(workspace), session_id=session_id, mcp_servers=[])
+        assert loaded.modes.current_mode_id == "plan"
+        [user] = client.of(UserMessageChunk)
+        assert user.content.text == "Fix the failing test"
+        assert "Plan Mode is on" in client.text()
+        assert client.calls("Glob") and client.of(AgentPlanUpdate)
+
+        with pytest.raises(RequestError) as unknown:
+            await conn.load_session(cwd=str(workspace), session_id="nope", mcp_servers=[])
+        assert unknown.value.code == -32602
+
+    session = await open_session(workspace, database_url, session_id)
+    assert [p.kind for p in await session.pending()] == ["exit"]
+
+
+async def test_leaving_plan_mode_cancels_the_active_plan_as_a_user_exit(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        await new_session(client, conn, workspace)
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        assert await prompt(client, conn, "Fix the failing test", "0", CANCEL) == "cancelled"
+        before = len(client.updates)
+
+        await conn.set_session_mode(session_id=client.session_id, mode_id="default")
+        assert client.modes(before) == ["default"]
+        assert client.of(AgentPlanUpdate, before)[-1].entries == []
+
+    session = await open_session(workspace, database_url, client.session_id)
+    record = await session.record()
+    assert record.status is PlanStatus.CANCELLED and not record.pending
+    exits = [
+        e.event
+        for e in await session.journal()
+        if e.event.kind == "mode.selected" and e.event.actor == "user"
+    ]
+    assert exits[-1].to_state == session.runtime.options.agent_state_value
+    assert "if quantity > on_hand + 1:" in (workspace / "inventory" / "stock.py").read_text()
+
+
+async def test_a_model_failure_ends_the_turn_with_a_message(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url, "--model", "gemini-2.0-flash") as (
+        client,
+        conn,
+    ):
+        await new_session(client, conn, workspace)
+        assert await prompt(client, conn, "Fix the failing test") == "end_turn"
+        assert "The run failed" in client.text()
+        # The connection survives: the session still answers.
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        assert client.modes() == ["plan"]
