@@ -33,12 +33,14 @@ from acp.schema import (
     UserMessageChunk,
 )
 
+from plangate.acp import mapping
 from plangate.adk.runner import build_runner
-from plangate.adk.session import PlanSession
+from plangate.adk.session import ModeState, PlanSession
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.demo import OPTIONS, DemoModel
 from plangate.plan import PlanStatus
+from plangate.plan.record import PendingRequest
 
 FIXED = "        if quantity > on_hand:\n"
 CANCEL = "<cancel>"
@@ -124,10 +126,13 @@ def database_url(tmp_path: Path) -> str:
 
 @asynccontextmanager
 async def editor(
-    tmp_path: Path, workspace: Path, database_url: str, *extra: str
+    tmp_path: Path, workspace: Path | None, database_url: str, *extra: str
 ) -> AsyncIterator[tuple[EditorClient, Any]]:
-    """A running ``plangate acp`` and the client connected to it (initialized)."""
+    """A running ``plangate acp`` and the client connected to it (initialized); without a
+    workspace, each session works in its ``cwd``."""
     client = EditorClient()
+    if workspace is not None:
+        extra = ("--workspace", str(workspace), *extra)
     env = {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PLANGATE_MODEL": "demo",
@@ -139,8 +144,6 @@ async def editor(
             "-m",
             "plangate.cli.main",
             "acp",
-            "--workspace",
-            str(workspace),
             "--database-url",
             database_url,
             *extra,
@@ -176,7 +179,7 @@ def open_session(workspace: Path, database_url: str, session_id: str) -> Any:
 # -- the tests ------------------------------------------------------------------------------
 
 
-async def test_initialize_and_new_session_advertise_both_modes(
+async def test_modes_are_advertised_and_only_real_changes_are_announced(
     tmp_path: Path, workspace: Path, database_url: str
 ) -> None:
     async with editor(tmp_path, workspace, database_url) as (client, conn):
@@ -195,13 +198,6 @@ async def test_initialize_and_new_session_advertise_both_modes(
         assert option.category == "mode" and option.current_value == "default"
         assert [o.value for o in option.options] == ["default", "plan"]
         assert client.updates == []
-
-
-async def test_set_mode_announces_only_real_changes_and_refuses_unknown_ids(
-    tmp_path: Path, workspace: Path, database_url: str
-) -> None:
-    async with editor(tmp_path, workspace, database_url) as (client, conn):
-        await new_session(client, conn, workspace)
 
         await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
         assert client.modes() == ["plan"]
@@ -272,11 +268,35 @@ async def test_planned_fix_with_question_and_approval_in_one_prompt(
         assert approved.status == "completed" and approved.raw_output["status"] == "approved"
 
         plans = client.of(AgentPlanUpdate)
+        [approved_steps, *_] = client.of(AgentPlanUpdate, asked_at)
+        assert {e.status for e in approved_steps.entries} == {"pending"}, "the approved steps"
         assert plans[0].entries[0].content.startswith("Change the guard")
         todos = [(e.content.split(" ")[0], e.status) for e in plans[-1].entries]
         assert todos == [("Change", "completed"), ("Run", "completed")]
         assert any(e.status == "in_progress" for p in plans for e in p.entries)
         assert "5 passed" in client.text()
+        assert FIXED in (workspace / "inventory" / "stock.py").read_text()
+
+
+async def test_the_agent_asks_to_enter_plan_mode_and_the_editor_follows(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    # No --workspace: the agent works in the folder the editor opened the session in.
+    async with editor(tmp_path, None, database_url) as (client, conn):
+        await new_session(client, conn, workspace)
+        stop = await prompt(client, conn, "Fix the failing test", "Enter Plan Mode", "0", "Approve")
+        assert stop == "end_turn"
+        entry, options, asked_at = client.permissions[0]
+        assert entry.kind == "switch_mode" and entry.title.startswith("Enter Plan Mode")
+        assert [(o.name, o.kind) for o in options] == [
+            ("Enter Plan Mode", "allow_once"),
+            ("No", "reject_once"),
+        ]
+        [entered] = client.results(entry.tool_call_id)
+        assert entered.status == "completed" and entered.raw_output["status"] == "approved"
+        # The agent's own entry is announced (the gate is on while it asks), then the approval.
+        assert client.modes() == ["plan", "default"]
+        assert client.updates.index(client.of(CurrentModeUpdate)[0]) < asked_at
         assert FIXED in (workspace / "inventory" / "stock.py").read_text()
 
 
@@ -367,3 +387,55 @@ async def test_a_model_failure_ends_the_turn_with_a_message(
         # The connection survives: the session still answers.
         await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
         assert client.modes() == ["plan"]
+
+
+# -- the pure mapping -----------------------------------------------------------------------
+
+
+def request(kind: str, **payload: Any) -> PendingRequest:
+    return PendingRequest(
+        kind=kind,
+        call_id="call-1",
+        approval_id="approval-1",
+        tool_name={"enter": "enter_plan_mode", "question": "ask_user_question"}[kind],
+        payload=payload,
+        question_id=1 if kind == "question" else None,
+        created_at=0.0,
+    )
+
+
+def reply_of(content: Any) -> dict[str, Any]:
+    response = content.parts[0].function_response
+    assert response.id == "call-1"
+    return dict(response.response)
+
+
+def test_mapping_modes_kinds_and_bound_replies() -> None:
+    assert mapping.mode_id(ModeState(active=True, pending=False, plan_status=None)) == "default"
+    assert mapping.mode_id(ModeState(active=False, pending=True, plan_status=None)) == "plan"
+    assert mapping.mode_id(ModeState(active=True, pending=None, plan_status=None)) == "plan"
+    kinds = {
+        name: mapping.tool_kind(name)
+        for name in ("Read", "Glob", "lookup_values", "Edit", "run_sql_readonly", "spawn_subagent")
+    }
+    assert kinds == {
+        "Read": "read",
+        "Glob": "search",
+        "lookup_values": "search",
+        "Edit": "edit",
+        "run_sql_readonly": "execute",
+        "spawn_subagent": "other",
+    }
+
+    question = request("question", message="Anything else?")
+    [skip] = mapping.permission_options(question)
+    assert (skip.name, skip.kind) == ("Skip", "reject_once")
+    selected = AllowedOutcome(outcome="selected", option_id="skip")
+    assert reply_of(mapping.reply_for(question, selected))["answer"] == "(no answer)"
+
+    entry = request("enter", objective="Fix it")
+    refused = mapping.reply_for(entry, AllowedOutcome(outcome="selected", option_id="no"))
+    assert reply_of(refused)["status"] == "rejected"
+    assert mapping.reply_for(entry, DeniedOutcome(outcome="cancelled")) is None
+    with pytest.raises(ValueError, match="was not offered"):
+        mapping.reply_for(entry, AllowedOutcome(outcome="selected", option_id="approve"))

@@ -48,6 +48,7 @@ import plangate
 from plangate.acp import mapping
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
+from plangate.plan.record import PlanStatus
 
 __all__ = ["PlangateAgent", "run_stdio"]
 
@@ -67,6 +68,8 @@ class LiveSession:
     workspace: Path
     mode: str
     entries: list[PlanEntry]
+    approved: str | None = None
+    """The id of the approved plan the editor's plan view was last built from."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     turn: asyncio.Task[StopReason] | None = None
 
@@ -171,7 +174,7 @@ class PlangateAgent:
             mode=mapping.mode_id(await session.mode()),
             entries=[],
         )
-        live.entries = await self._entries(live)
+        live.entries, live.approved = await self._plan_view(live)
         self._sessions[live.id] = live
         return live
 
@@ -287,16 +290,19 @@ class PlangateAgent:
                 for update in mapping.mode_changed(current):
                     await self._send(live, update)
             if plan:
-                entries = await self._entries(live)
-                if entries != live.entries:
-                    live.entries = entries
+                entries, approved = await self._plan_view(live)
+                # An approval is announced even when the steps stay the same.
+                if entries != live.entries or approved not in (None, live.approved):
                     await self._send(live, mapping.plan_update(entries))
+                live.entries, live.approved = entries, approved
 
-    async def _entries(self, live: LiveSession) -> list[PlanEntry]:
+    async def _plan_view(self, live: LiveSession) -> tuple[list[PlanEntry], str | None]:
+        """The editor's plan entries, and the id of the plan if it is approved."""
         record = await live.session.record()
         stored = await live.session.session()
         todos = stored.state.get(todos_state_key(live.session.runtime.branch)) if stored else None
-        return mapping.plan_entries(record, todos)
+        approved = record.id if record and record.status is PlanStatus.APPROVED else None
+        return mapping.plan_entries(record, todos), approved
 
     # -- turns --------------------------------------------------------------------------
 
