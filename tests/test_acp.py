@@ -48,9 +48,11 @@ CANCEL = "<cancel>"
 
 class EditorClient:
     """An ACP client that records what the agent sends and answers permission requests
-    from a script: an option name, or CANCEL (the user stops the turn)."""
+    from a script: an option name, or CANCEL (the user stops the turn). With ``cancel_at``
+    set, it stops the turn as soon as a tool call with that title starts."""
 
     def __init__(self) -> None:
+        self.cancel_at: str | None = None
         self.updates: list[Any] = []
         self.permissions: list[tuple[ToolCallUpdate, list[PermissionOption], int]] = []
         self.answers: deque[str] = deque()
@@ -72,6 +74,10 @@ class EditorClient:
 
     async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
         self.updates.append(update)
+        started = update.title if isinstance(update, ToolCallStart) else ""
+        if self.cancel_at and started.startswith(self.cancel_at):
+            self.cancel_at = None
+            await self.conn.cancel(session_id=session_id)
 
     async def write_text_file(self, **_: Any) -> None:
         raise RequestError.method_not_found("fs/write_text_file")
@@ -322,15 +328,23 @@ async def test_keep_planning_rejects_then_the_revised_plan_is_approved(
         assert FIXED in (workspace / "inventory" / "stock.py").read_text()
 
 
-async def test_load_session_after_restart_advertises_the_mode_and_replays(
+async def test_cancel_then_load_session_after_restart_advertises_the_mode_and_replays(
     tmp_path: Path, workspace: Path, database_url: str
 ) -> None:
     async with editor(tmp_path, workspace, database_url) as (client, conn):
         await new_session(client, conn, workspace)
         await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
-        # The user stops the turn at the approval: the request stays pending.
-        stop = await prompt(client, conn, "Fix the failing test", "0", CANCEL)
+        # The user stops the turn while the approved plan's tests run.
+        client.cancel_at = "Run python -m pytest"
+        stop = await prompt(client, conn, "Fix the failing test", "0", "Approve")
         assert stop == "cancelled"
+        [tests] = client.calls("Run python -m pytest")
+        [stopped] = client.results(tests.tool_call_id)
+        assert stopped.status == "failed" and "Cancelled" in stopped.content[0].content.text
+        assert client.modes() == ["plan", "default"]
+        # A selection made between turns is durable: it survives the restart below.
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        assert client.modes() == ["plan", "default", "plan"]
     session_id = client.session_id
 
     async with editor(tmp_path, workspace, database_url) as (client, conn):
@@ -338,15 +352,19 @@ async def test_load_session_after_restart_advertises_the_mode_and_replays(
         assert loaded.modes.current_mode_id == "plan"
         [user] = client.of(UserMessageChunk)
         assert user.content.text == "Fix the failing test"
-        assert "Plan Mode is on" in client.text()
-        assert client.calls("Glob") and client.of(AgentPlanUpdate)
+        assert "Plan Mode is on" in client.text() and "Implementing" in client.text()
+        [refused, _] = client.calls("Edit")
+        assert client.results(refused.tool_call_id)[0].status == "failed"
+        # The call the cancel interrupted has no stored result; the replay says so.
+        [tests] = client.calls("Run python -m pytest")
+        [stopped] = client.results(tests.tool_call_id)
+        assert stopped.status == "failed" and "interrupted" in stopped.content[0].content.text
+        assert client.of(AgentPlanUpdate)[-1].entries[0].status == "in_progress"
 
         with pytest.raises(RequestError) as unknown:
             await conn.load_session(cwd=str(workspace), session_id="nope", mcp_servers=[])
         assert unknown.value.code == -32602
-
-    session = await open_session(workspace, database_url, session_id)
-    assert [p.kind for p in await session.pending()] == ["exit"]
+    assert FIXED in (workspace / "inventory" / "stock.py").read_text()
 
 
 async def test_leaving_plan_mode_cancels_the_active_plan_as_a_user_exit(
@@ -355,7 +373,10 @@ async def test_leaving_plan_mode_cancels_the_active_plan_as_a_user_exit(
     async with editor(tmp_path, workspace, database_url) as (client, conn):
         await new_session(client, conn, workspace)
         await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        # Stopped at the approval prompt: the request stays pending, the gate stays on.
         assert await prompt(client, conn, "Fix the failing test", "0", CANCEL) == "cancelled"
+        waiting = await open_session(workspace, database_url, client.session_id)
+        assert [p.kind for p in await waiting.pending()] == ["exit"]
         before = len(client.updates)
 
         await conn.set_session_mode(session_id=client.session_id, mode_id="default")
