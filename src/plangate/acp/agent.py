@@ -152,13 +152,10 @@ class PlangateAgent:
         if running is not None and running.turn is not None and not running.turn.done():
             raise RequestError(-32602, f"session '{session_id}' is running a prompt")
         workspace = self._workspace_for(cwd)
-        runner = self._runner(workspace)
-        stored = await runner.session_service.get_session(
-            app_name=runner.app_name, user_id=USER_ID, session_id=session_id
-        )
+        session = PlanSession(self._runner(workspace), user_id=USER_ID, session_id=session_id)
+        stored = await session.session()
         if stored is None:
             raise RequestError(-32602, f"unknown session '{session_id}'", {"sessionId": session_id})
-        session = PlanSession(runner, user_id=USER_ID, session_id=session_id)
         live = await self._track(session, workspace)
         await self._replay(live, stored.events)
         return LoadSessionResponse(

@@ -46,9 +46,11 @@ def run_acp(args: argparse.Namespace) -> int:
 
     from plangate.acp import PlangateAgent, run_stdio
     from plangate.models.config import resolve_model
+    from plangate.store.urls import resolve_database_url
 
     try:
         model = resolve_model(args.model)
+        database_url = resolve_database_url(args.database_url)
     except ValueError as exc:
         print(f"plangate acp: {exc}", file=sys.stderr)
         return 2
@@ -60,7 +62,7 @@ def run_acp(args: argparse.Namespace) -> int:
             return 2
     # Models without usage metadata (the offline demo) would log this on every call.
     logging.getLogger("google_adk.google.adk.telemetry._metrics").setLevel(logging.ERROR)
-    agent = PlangateAgent(model, database_url=args.database_url, workspace=workspace)
+    agent = PlangateAgent(model, database_url=database_url, workspace=workspace)
     try:
         asyncio.run(run_stdio(agent))
     except KeyboardInterrupt:
