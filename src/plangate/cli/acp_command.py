@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plangate.cli.options import add_database_option, add_model_option
+
 __all__ = ["add_acp_parser", "run_acp"]
 
 
@@ -24,18 +26,8 @@ def add_acp_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="project folder the agent works in (default: the editor session's folder, "
         "else a copy of the sample project in .plangate/workspace)",
     )
-    parser.add_argument(
-        "--model",
-        default=None,
-        help="demo (default), a Gemini name, openai:<model> or anthropic:<model> "
-        "(default from PLANGATE_MODEL)",
-    )
-    parser.add_argument(
-        "--database-url",
-        default=None,
-        help="sqlite:///… or postgresql://… (default PLANGATE_DATABASE_URL or "
-        ".plangate/plangate.db)",
-    )
+    add_model_option(parser)
+    add_database_option(parser)
     parser.set_defaults(func=run_acp)
     return parser
 

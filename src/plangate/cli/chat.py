@@ -24,6 +24,12 @@ from plangate.adk.session import PlanSession
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.todos import todos_state_key
 from plangate.agent.workspace import copy_sample_workspace
+from plangate.cli.options import (
+    add_data_option,
+    add_database_option,
+    add_model_option,
+    data_sources,
+)
 from plangate.cli.render import (
     protocol_line,
     render_call,
@@ -55,20 +61,9 @@ def add_chat_parser(subparsers: Any) -> None:
         "--workspace", help="project folder (default: a copy of the sample project)"
     )
     parser.add_argument("--session", help="resume this session id (default: a new session)")
-    parser.add_argument("--model", help="demo (default), a Gemini name, openai:<m>, anthropic:<m>")
-    parser.add_argument(
-        "--database-url",
-        "--database",
-        dest="database",
-        help="sqlite:///… or postgresql://… (default PLANGATE_DATABASE_URL or .plangate/plangate.db)",
-    )
-    parser.add_argument(
-        "--data",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="register a .csv, .parquet or .duckdb file as a data source (repeatable)",
-    )
+    add_model_option(parser)
+    add_database_option(parser, "--database")
+    add_data_option(parser)
     parser.set_defaults(func=run_chat)
 
 
@@ -410,17 +405,14 @@ class _Starter:
         from plangate.data import DataCatalog, DataError
 
         catalog = DataCatalog(cache_dir=Path.cwd() / ".plangate" / "data")
-        for spec in args.data:
-            name, sep, path = spec.partition("=")
-            try:
-                if not sep:
-                    raise DataError("INVALID_ARGS", f"--data takes NAME=PATH, got {spec!r}")
-                catalog.register(name.strip(), Path(path).expanduser())
-            except DataError as exc:
-                console.print(Text(f"--data {spec}: {exc}", "red"))
-                return 2
+        try:
+            for name, path in data_sources(args.data):
+                catalog.register(name, Path(path).expanduser())
+        except (ValueError, DataError) as exc:
+            console.print(Text(f"--data: {exc}", "red"))
+            return 2
         agent = build_coding_agent(workspace, model, data=catalog)
-        runner = build_runner(agent, database_url=args.database)
+        runner = build_runner(agent, database_url=args.database_url)
         session_id = args.session or uuid.uuid4().hex[:12]
         session = await PlanSession.open(runner, session_id=session_id)
         return await Chat(console, session, workspace, model).run()

@@ -6,6 +6,13 @@ import argparse
 import sys
 from typing import Any
 
+from plangate.cli.options import (
+    add_data_option,
+    add_database_option,
+    add_model_option,
+    data_sources,
+)
+
 __all__ = ["add_serve_parser", "data_sources", "run_serve"]
 
 
@@ -24,26 +31,9 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="project folder the agent works in (default: a copy of the sample project "
         "in .plangate/workspace)",
     )
-    parser.add_argument(
-        "--model",
-        default=None,
-        help="demo (default), a Gemini name, openai:<model> or anthropic:<model> "
-        "(default from PLANGATE_MODEL)",
-    )
-    parser.add_argument(
-        "--database-url",
-        default=None,
-        help="sqlite:///… or postgresql://… (default PLANGATE_DATABASE_URL or "
-        ".plangate/plangate.db)",
-    )
-    parser.add_argument(
-        "--data",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="register a .csv, .parquet or .duckdb file as data source NAME beside the "
-        "sample database (repeatable)",
-    )
+    add_model_option(parser)
+    add_database_option(parser)
+    add_data_option(parser)
     parser.add_argument(
         "--token",
         default=None,
@@ -52,17 +42,6 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.set_defaults(func=run_serve)
     return parser
-
-
-def data_sources(specs: list[str]) -> list[tuple[str, str]]:
-    """``NAME=PATH`` options as ``(name, path)`` pairs; ValueError names a malformed one."""
-    pairs = []
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name.strip() or not path.strip():
-            raise ValueError(f"--data takes NAME=PATH, got {spec!r}")
-        pairs.append((name.strip(), path.strip()))
-    return pairs
 
 
 def run_serve(args: argparse.Namespace) -> int:
