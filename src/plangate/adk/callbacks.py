@@ -8,11 +8,11 @@ from typing import Any
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
-from plangate.adk.runtime import Loaded, PlanRuntime, with_resolutions
+from plangate.adk.runtime import PlanRuntime, with_resolutions
 from plangate.adk.scope import PlanScope, scope_of
 from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
-from plangate.plan.gate import ToolCall, decide
+from plangate.plan.gate import PLAN_TOOL_NAMES, ToolCall, decide
 from plangate.plan.prompts import (
     PLAN_AWARENESS_MARKER,
     PLAN_MODE_MARKER,
@@ -92,7 +92,6 @@ async def _step_boundary(
     Returns the state, whether anything was applied, and whether a plan was approved.
     Retries on a lost compare-and-set: everything applied here is idempotent by call id.
     """
-    loaded = Loaded(PlanSessionState(), 0)
     for _ in range(_MAX_ATTEMPTS):
         loaded = await runtime.load(scope)
         if loaded.unreadable:
@@ -213,8 +212,6 @@ def _latest_user_replies(context: Any) -> list[types.FunctionResponse]:
 
 
 def _is_plan_reply(reply: types.FunctionResponse, state: PlanSessionState) -> bool:
-    from plangate.plan.gate import PLAN_TOOL_NAMES
-
     return reply.name in PLAN_TOOL_NAMES or (
         state.record is not None and state.record.pending_for(reply.id or "") is not None
     )
