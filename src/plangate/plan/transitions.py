@@ -618,25 +618,18 @@ def _resolve_enter(
         message = (
             note or "The user declined Plan Mode. Continue without a plan, or ask how to proceed."
         )
-    decision = _decision(updated, pending, response["status"], actor=actor, now=now, note=note)
-    updated.approvals.append(decision)
     updated.reviewer_note = note
-    result = {"status": response["status"], "message": message, "plan": updated.dump()}
-    return Transition(
-        record=updated,
-        result=result,
-        events=[
-            _event(
-                updated,
-                record.status,
-                actor=actor,
-                now=now,
-                approval_id=pending.approval_id,
-                note=note,
-            )
-        ],
-        decision=decision,
-        resolutions={pending.call_id: result},
+    result = {"status": response["status"], "message": message}
+    return _decided(
+        record,
+        updated,
+        pending,
+        result,
+        decision=response["status"],
+        actor=actor,
+        now=now,
+        note=note,
+        approval_id=pending.approval_id,
     )
 
 
@@ -691,25 +684,17 @@ def _resolve_exit(
         result = {"status": "rejected", "message": message, "reviewer_note": note}
         if updated.suggested_content:
             result["suggested_content"] = updated.suggested_content
-    decision = _decision(updated, pending, response["status"], actor=actor, now=now, note=note)
-    updated.approvals.append(decision)
-    result["plan"] = updated.dump()
-    return Transition(
-        record=updated,
-        result=result,
-        events=[
-            _event(
-                updated,
-                record.status,
-                actor=actor,
-                now=now,
-                approval_id=pending.approval_id,
-                note=note,
-                edited=updated.content != record.content or None,
-            )
-        ],
-        decision=decision,
-        resolutions={pending.call_id: result},
+    return _decided(
+        record,
+        updated,
+        pending,
+        result,
+        decision=response["status"],
+        actor=actor,
+        now=now,
+        note=note,
+        approval_id=pending.approval_id,
+        edited=updated.content != record.content or None,
     )
 
 
@@ -740,21 +725,52 @@ def _answer(
         if question.id == pending.question_id:
             question.answer = answer.strip()
             question.answered_at = now
-    decision = _decision(updated, pending, "answered", actor=actor, now=now, note=answer.strip())
-    updated.approvals.append(decision)
     result = {
         "status": "answered",
         "question_id": pending.question_id,
         "answer": answer.strip(),
         "message": f"The user answered: {answer.strip()}",
     }
-    event = _event(
-        updated, record.status, actor=actor, now=now, kind="plan.answered", id=pending.question_id
+    return _decided(
+        record,
+        updated,
+        pending,
+        result,
+        decision="answered",
+        actor=actor,
+        now=now,
+        note=answer.strip(),
+        with_plan=False,
+        kind="plan.answered",
+        id=pending.question_id,
     )
+
+
+def _decided(
+    record: PlanRecord,
+    updated: PlanRecord,
+    pending: PendingRequest,
+    result: dict[str, Any],
+    *,
+    decision: str,
+    actor: str,
+    now: float,
+    note: str | None,
+    with_plan: bool = True,
+    kind: str = "plan.transition",
+    **detail: Any,
+) -> Transition:
+    """Record a human decision on ``updated`` and package it as a transition whose result
+    is also the canonical answer to the request's call id."""
+    approval = _decision(updated, pending, decision, actor=actor, now=now, note=note)
+    updated.approvals.append(approval)
+    if with_plan:
+        result["plan"] = updated.dump()
+    event = _event(updated, record.status, actor=actor, now=now, kind=kind, note=note, **detail)
     return Transition(
         record=updated,
         result=result,
         events=[event],
-        decision=decision,
+        decision=approval,
         resolutions={pending.call_id: result},
     )
