@@ -201,29 +201,28 @@ def force_enter(
         record.status = PlanStatus.EXPLORING
         record.entry = "selection"
         record.updated_at = now
-        resolutions: dict[str, dict[str, Any]] = {}
-        for pending in record.pending:
+        answered, record.pending = record.pending, []
+        for pending in answered:
             record.approvals.append(
-                ApprovalEvent(
-                    approval_id=pending.approval_id,
-                    kind="enter",
-                    decision="approved",
+                _decision(
+                    record,
+                    pending,
+                    "approved",
                     actor=actor,
-                    decided_at=now,
-                    call_id=pending.call_id,
+                    now=now,
                     note="entered by selecting Plan Mode",
-                    plan_id=record.id,
                 )
             )
-            resolutions[pending.call_id] = {
+        plan = record.dump()
+        resolutions = {
+            pending.call_id: {
                 "status": "approved",
                 "message": "The user selected Plan Mode. Explore with read-only tools, "
                 "then draft the plan with update_plan_content.",
-                "plan": None,
+                "plan": plan,
             }
-        record.pending = []
-        for value in resolutions.values():
-            value["plan"] = record.dump()
+            for pending in answered
+        }
         return Transition(
             record=record,
             result={"status": "exploring", "plan": record.dump()},
@@ -422,15 +421,8 @@ def cancel(
     resolutions = {p.call_id: dict(withdrawn) for p in updated.pending}
     for pending in updated.pending:
         updated.approvals.append(
-            ApprovalEvent(
-                approval_id=pending.approval_id,
-                kind="exit_mode",
-                decision="cancelled",
-                actor=actor,
-                decided_at=now,
-                call_id=pending.call_id,
-                note=reason,
-                plan_id=updated.id,
+            _decision(
+                updated, pending, "cancelled", actor=actor, now=now, note=reason, kind="exit_mode"
             )
         )
     updated.pending = []
@@ -574,10 +566,11 @@ def _decision(
     actor: str,
     now: float,
     note: str | None,
+    kind: str | None = None,
 ) -> ApprovalEvent:
     return ApprovalEvent(
         approval_id=pending.approval_id,
-        kind=pending.kind,
+        kind=kind or pending.kind,
         decision=decision,
         actor=actor,
         decided_at=now,
