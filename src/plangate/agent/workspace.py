@@ -12,9 +12,8 @@ system error (permission denied, disk full, ...). Large outputs are truncated wi
 an explicit note, never silently.
 
 Each tool carries an effect declaration (:mod:`plangate.policy.effects`): Read, Grep
-and Glob are ``READ``; Write and Edit are ``WRITE``; Bash is ``SHELL``. Bash does not
-judge commands itself: the plan gate decides whether a command may run while a plan
-is being drafted.
+and Glob are ``READ``; Write and Edit are ``WRITE``; Bash (:mod:`plangate.agent.bash_tool`)
+is ``SHELL``.
 
 A small sample project ships with the package (``sample_workspace/``): an
 ``inventory`` library whose ``Stock.reserve`` has an off-by-one bug that lets a
@@ -31,13 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import re
 import shutil
-import signal
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -45,6 +41,21 @@ from typing import Any
 
 from google.adk.tools import BaseTool, FunctionTool
 
+from plangate.agent.bash_tool import bash_tool
+from plangate.agent.tool_errors import (
+    BINARY_FILE,
+    EDIT_AMBIGUOUS,
+    EDIT_NO_MATCH,
+    INVALID_ARGS,
+    IO_ERROR,
+    NOT_A_FILE,
+    NOT_FOUND,
+    PATH_OUTSIDE_WORKSPACE,
+    WorkspaceError,
+)
+from plangate.agent.tool_errors import error_result as _error
+from plangate.agent.tool_errors import require_str as _require_str
+from plangate.agent.tool_errors import truncation_marker as _truncation_marker
 from plangate.policy.effects import Effect, declare_effect
 
 __all__ = [
@@ -73,16 +84,6 @@ TOOL_EFFECTS: dict[str, Effect] = {
 }
 """The effect declared on each workspace tool, by tool name."""
 
-# Error codes returned in {"error": "<CODE>: message"}.
-PATH_OUTSIDE_WORKSPACE = "PATH_OUTSIDE_WORKSPACE"
-NOT_FOUND = "NOT_FOUND"
-NOT_A_FILE = "NOT_A_FILE"
-EDIT_NO_MATCH = "EDIT_NO_MATCH"
-EDIT_AMBIGUOUS = "EDIT_AMBIGUOUS"
-INVALID_ARGS = "INVALID_ARGS"
-TIMEOUT = "TIMEOUT"
-BINARY_FILE = "BINARY_FILE"
-IO_ERROR = "IO_ERROR"
 
 # Folders Grep and Glob do not descend into while walking (an explicit ``path``
 # pointing into one of them is still searched).
@@ -110,14 +111,6 @@ BINARY_SNIFF_BYTES = 8192
 _SAMPLE_PACKAGE = "plangate.agent"
 _SAMPLE_DIR = "sample_workspace"
 _SAMPLE_SKIP = frozenset({"__pycache__", ".pytest_cache"})
-
-
-class WorkspaceError(Exception):
-    """A path or argument a workspace tool refuses; ``code`` is the error code."""
-
-    def __init__(self, message: str, code: str = PATH_OUTSIDE_WORKSPACE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class Workspace:
@@ -172,27 +165,11 @@ class Workspace:
 # --------------------------------------------------------------------------- helpers
 
 
-def _error(code: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"error": f"{code}: {message}", **extra}
-
-
-def _truncation_marker(dropped: int) -> str:
-    return f"... [truncated {dropped} chars]"
-
-
 def _cut(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, with a marker saying how much was cut."""
     if len(text) <= limit:
         return text
     return text[:limit] + " " + _truncation_marker(len(text) - limit)
-
-
-def _require_str(value: Any, name: str, *, allow_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise WorkspaceError(f"{name} must be a string", INVALID_ARGS)
-    if not allow_empty and value == "":
-        raise WorkspaceError(f"{name} must not be empty", INVALID_ARGS)
-    return value
 
 
 def _require_int(value: Any, name: str, *, minimum: int) -> int:
@@ -555,147 +532,6 @@ def _run_sync(body: Any, *args: Any) -> dict:
         return _error(IO_ERROR, str(exc))
 
 
-# ---------------------------------------------------------------------------- Bash
-
-
-@dataclass
-class _Capture:
-    """A stream reader keeping the head and the tail of the output, counting the rest."""
-
-    keep: int
-    head: bytearray = field(default_factory=bytearray)
-    tail: bytearray = field(default_factory=bytearray)
-    dropped: int = 0
-
-    async def drain(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(65536):
-            room = self.keep - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self.tail += chunk
-                excess = len(self.tail) - self.keep
-                if excess > 0:
-                    del self.tail[:excess]
-                    self.dropped += excess
-
-    def parts(self) -> tuple[str, str, int]:
-        """(head, tail, dropped): the decoded ends and the bytes dropped between them."""
-        if not self.dropped:
-            whole = bytes(self.head + self.tail).decode("utf-8", errors="replace")
-            return whole, "", 0
-        head = bytes(self.head).decode("utf-8", errors="replace")
-        tail = bytes(self.tail).decode("utf-8", errors="replace")
-        return head, tail, self.dropped
-
-
-def _fit(head: str, tail: str, dropped: int, budget: int) -> tuple[str, bool]:
-    """Cut the output to about ``budget`` chars, keeping its start and its end.
-
-    ``head`` and ``tail`` are the captured ends of a stream and ``dropped`` the size
-    of what the capture already left out between them (0 when it kept everything,
-    in which case ``tail`` is empty). The cut is marked "... [truncated N chars]".
-    """
-    if not dropped:
-        if len(head) <= budget:
-            return head, False
-        tail = head
-        keep_head = budget * 2 // 5
-        keep_tail = budget - keep_head
-        cut = len(head) - budget
-    else:
-        keep_head = min(len(head), budget * 2 // 5)
-        keep_tail = min(len(tail), budget - keep_head)
-        cut = (len(head) - keep_head) + dropped + (len(tail) - keep_tail)
-    end = tail[len(tail) - keep_tail :] if keep_tail > 0 else ""
-    return f"{head[:keep_head]}\n{_truncation_marker(cut)}\n{end}", True
-
-
-def _split_budget(out_len: int, err_len: int, budget: int) -> tuple[int, int]:
-    """Share ``budget`` chars between stdout and stderr; a short stream keeps all of it."""
-    half = budget // 2
-    if out_len + err_len <= budget:
-        return out_len, err_len
-    if out_len <= half:
-        return out_len, budget - out_len
-    if err_len <= half:
-        return budget - err_len, err_len
-    return half, budget - half
-
-
-def _consume(future: asyncio.Future[Any]) -> None:
-    """Retrieve a finished future's exception so asyncio does not log it as unhandled."""
-    if not future.cancelled():
-        future.exception()
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-async def _bash(workspace: Workspace, command: Any, timeout: Any, max_chars: int) -> dict:
-    command = _require_str(command, "command")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise WorkspaceError("timeout_s must be a number of seconds", INVALID_ARGS)
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise WorkspaceError("timeout_s must be a positive number of seconds", INVALID_ARGS)
-
-    proc = await asyncio.create_subprocess_exec(
-        "bash",
-        "-c",
-        command,
-        cwd=workspace.root,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,  # its own process group, killed as a whole on timeout
-    )
-    keep = max_chars * 4 + 1024  # bytes kept at each end of each stream
-    out, err = _Capture(keep), _Capture(keep)
-    assert proc.stdout is not None and proc.stderr is not None
-    readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
-    readers.add_done_callback(_consume)
-    waiter = asyncio.ensure_future(proc.wait())
-    try:
-        await asyncio.wait({readers, waiter}, timeout=timeout)
-    except BaseException:  # cancelled: take the command down with us
-        _kill_group(proc)
-        readers.cancel()
-        waiter.cancel()
-        raise
-    timed_out = not (readers.done() and waiter.done())
-    if timed_out:
-        _kill_group(proc)
-        await asyncio.wait({waiter}, timeout=5)
-        # A process that left the group may still hold the pipes open: stop reading.
-        await asyncio.wait({readers}, timeout=2)
-        for pending in (readers, waiter):
-            if not pending.done():
-                pending.cancel()
-                await asyncio.wait({pending})
-
-    out_head, out_tail, out_dropped = out.parts()
-    err_head, err_tail, err_dropped = err.parts()
-    out_budget, err_budget = _split_budget(
-        len(out_head) + len(out_tail) + out_dropped,
-        len(err_head) + len(err_tail) + err_dropped,
-        max_chars,
-    )
-    stdout, cut_out = _fit(out_head, out_tail, out_dropped, out_budget)
-    stderr, cut_err = _fit(err_head, err_tail, err_dropped, err_budget)
-    result: dict[str, Any] = {
-        "exit_code": None if timed_out else proc.returncode,
-        "stdout": stdout,
-        "stderr": stderr,
-        "truncated": cut_out or cut_err,
-    }
-    if timed_out:
-        return {"error": f"{TIMEOUT}: timed out after {timeout:g}s (process killed)", **result}
-    return result
-
-
 # --------------------------------------------------------------------------- tools
 
 
@@ -805,36 +641,13 @@ def workspace_tools(
             _run_sync, _edit, workspace, path, old_string, new_string, replace_all
         )
 
-    async def Bash(command: str, timeout_s: float | None = None) -> dict:
-        """Run a shell command with `bash -c` in the workspace root folder.
-
-        The command and everything it starts are killed when the timeout expires.
-        A background job (`cmd &`) must redirect its output, or the call waits for it.
-
-        Args:
-          command: The command line, e.g. "python -m pytest -q".
-          timeout_s: Seconds before the command is killed (default set by the agent).
-
-        Returns:
-          {"exit_code", "stdout", "stderr", "truncated"}; long output keeps its
-          beginning and end around a "... [truncated N chars]" note. On timeout:
-          {"error": "TIMEOUT: ...", "exit_code": null, ...partial output}.
-        """
-        timeout = bash_timeout_s if timeout_s is None else timeout_s
-        try:
-            return await _bash(workspace, command, timeout, max_chars)
-        except WorkspaceError as exc:
-            return _error(exc.code, str(exc))
-        except OSError as exc:
-            return _error(IO_ERROR, f"could not start bash: {exc}")
-
     return [
         _tool(Read, "Read"),
         _tool(Grep, "Grep"),
         _tool(Glob, "Glob"),
         _tool(Write, "Write"),
         _tool(Edit, "Edit"),
-        _tool(Bash, "Bash"),
+        _tool(bash_tool(workspace, timeout_s=bash_timeout_s, max_chars=max_chars), "Bash"),
     ]
 
 
