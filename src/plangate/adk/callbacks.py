@@ -3,6 +3,7 @@ boundary (before every model call of the mounted agent)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from google.adk.models.llm_request import LlmRequest
@@ -21,7 +22,8 @@ from plangate.plan.prompts import (
 from plangate.plan.record import PlanRecord, PlanStatus
 from plangate.plan.session_state import IgnoredReply, PlanSessionState
 from plangate.plan.transitions import ReplyIgnored, Transition
-from plangate.policy.effects import effect_of
+from plangate.policy.effects import Effect, effect_of, is_contained
+from plangate.sandbox import Profile, sandbox_status, set_profile
 from plangate.store.store import Conflict
 
 __all__ = ["make_before_model", "make_gate"]
@@ -42,8 +44,13 @@ def make_gate(runtime: PlanRuntime) -> Any:
         selection_active = bool(key) and (
             tool_context.state.get(key) == options.force_enter_plan_state_value
         )
+        effect = effect_of(tool)
+        planning = loaded.unreadable is not None or bool(record and record.is_gate_active())
+        # The profile of any process this call starts follows the plan state read just now.
+        set_profile(Profile.PLANNING if planning else Profile.ACTING)
+        contained = effect is Effect.SHELL and planning and await _sandboxed(tool)
         decision = decide(
-            ToolCall(tool.name, args or {}, effect_of(tool)),
+            ToolCall(tool.name, args or {}, effect, contained),
             record,
             runtime.policy,
             unreadable=loaded.unreadable,
@@ -65,6 +72,11 @@ def make_gate(runtime: PlanRuntime) -> Any:
         return decision.to_result()
 
     return plangate_gate
+
+
+async def _sandboxed(tool: Any) -> bool:
+    """Whether ``tool`` runs its commands in a sandbox that works on this machine."""
+    return is_contained(tool) and (await asyncio.to_thread(sandbox_status)).available
 
 
 def make_before_model(runtime: PlanRuntime) -> Any:

@@ -1,20 +1,17 @@
-"""The ``Bash`` workspace tool: one ``bash -c`` command in the workspace root.
+"""The ``Bash`` workspace tool: one ``bash -c`` command in the workspace root, sandboxed.
 
-The command and everything it starts form one process group that is killed as a
-whole on timeout; output keeps its beginning and end, and a cut is always marked.
-Bash does not judge commands itself: the plan gate decides whether a command may run
-while a plan is being drafted.
+Every command runs in the operating-system sandbox (:mod:`plangate.sandbox`) with the
+profile the plan gate chose at the moment of the call: read-only everything while a plan
+is being made, the workspace writable once it is approved (or with no plan). The command
+and everything it starts end with it or at the timeout; nothing it left in its private
+``/tmp`` survives. Output keeps its beginning and end, and a cut is always marked.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
-import os
-import signal
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plangate.agent.tool_errors import (
@@ -26,43 +23,32 @@ from plangate.agent.tool_errors import (
     require_str,
     truncation_marker,
 )
+from plangate.policy.effects import declare_contained
+from plangate.sandbox import Limits, Profile, SandboxSpec, current_profile, hidden_paths
+from plangate.sandbox.policy import MAX_TIMEOUT_S
+from plangate.sandbox.process import Finished, run_command
 
 if TYPE_CHECKING:
     from plangate.agent.workspace import Workspace
 
-__all__ = ["bash_tool"]
+__all__ = ["SECRET_HOME_PATHS", "bash_tool"]
 
-
-@dataclass
-class _Capture:
-    """A stream reader keeping the head and the tail of the output, counting the rest."""
-
-    keep: int
-    head: bytearray = field(default_factory=bytearray)
-    tail: bytearray = field(default_factory=bytearray)
-    dropped: int = 0
-
-    async def drain(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(65536):
-            room = self.keep - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self.tail += chunk
-                excess = len(self.tail) - self.keep
-                if excess > 0:
-                    del self.tail[:excess]
-                    self.dropped += excess
-
-    def parts(self) -> tuple[str, str, int]:
-        """(head, tail, dropped): the decoded ends and the bytes dropped between them."""
-        if not self.dropped:
-            whole = bytes(self.head + self.tail).decode("utf-8", errors="replace")
-            return whole, "", 0
-        head = bytes(self.head).decode("utf-8", errors="replace")
-        tail = bytes(self.tail).decode("utf-8", errors="replace")
-        return head, tail, self.dropped
+SECRET_HOME_PATHS = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".npmrc",
+    ".pypirc",
+    ".config/gcloud",
+    ".config/gh",
+)
+"""Credentials under the user's home folder that no command needs to read."""
 
 
 def _fit(head: str, tail: str, dropped: int, budget: int) -> tuple[str, bool]:
@@ -99,60 +85,43 @@ def _split_budget(out_len: int, err_len: int, budget: int) -> tuple[int, int]:
     return half, budget - half
 
 
-def _consume(future: asyncio.Future[Any]) -> None:
-    """Retrieve a finished future's exception so asyncio does not log it as unhandled."""
-    if not future.cancelled():
-        future.exception()
+def _masked() -> tuple[Path, ...]:
+    home = Path.home()
+    return (*hidden_paths(), *(home / name for name in SECRET_HOME_PATHS))
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-async def _bash(workspace: Workspace, command: Any, timeout: Any, max_chars: int) -> dict:
+async def _bash(
+    workspace: Workspace,
+    command: Any,
+    timeout: Any,
+    max_chars: int,
+    *,
+    network: bool,
+    limits: Limits,
+) -> dict:
     command = require_str(command, "command")
+    if "\x00" in command:
+        raise WorkspaceError("command contains a NUL character", INVALID_ARGS)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise WorkspaceError("timeout_s must be a number of seconds", INVALID_ARGS)
     if not math.isfinite(timeout) or timeout <= 0:
         raise WorkspaceError("timeout_s must be a positive number of seconds", INVALID_ARGS)
-
-    proc = await asyncio.create_subprocess_exec(
-        "bash",
-        "-c",
-        command,
-        cwd=workspace.root,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,  # its own process group, killed as a whole on timeout
+    profile = current_profile()
+    spec = SandboxSpec(
+        profile=profile,
+        workspace=workspace.root,
+        network=network and profile is Profile.ACTING,
+        masked=_masked(),
+        limits=limits,
     )
     keep = max_chars * 4 + 1024  # bytes kept at each end of each stream
-    out, err = _Capture(keep), _Capture(keep)
-    assert proc.stdout is not None and proc.stderr is not None
-    readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
-    readers.add_done_callback(_consume)
-    waiter = asyncio.ensure_future(proc.wait())
-    try:
-        await asyncio.wait({readers, waiter}, timeout=timeout)
-    except BaseException:  # cancelled: take the command down with us
-        _kill_group(proc)
-        readers.cancel()
-        waiter.cancel()
-        raise
-    timed_out = not (readers.done() and waiter.done())
-    if timed_out:
-        _kill_group(proc)
-        await asyncio.wait({waiter}, timeout=5)
-        # A process that left the group may still hold the pipes open: stop reading.
-        await asyncio.wait({readers}, timeout=2)
-        for pending in (readers, waiter):
-            if not pending.done():
-                pending.cancel()
-                await asyncio.wait({pending})
+    finished = await run_command(command, spec, timeout_s=float(timeout), keep_bytes=keep)
+    return _result(finished, max_chars, profile)
 
-    out_head, out_tail, out_dropped = out.parts()
-    err_head, err_tail, err_dropped = err.parts()
+
+def _result(finished: Finished, max_chars: int, profile: Profile) -> dict:
+    out_head, out_tail, out_dropped = finished.stdout.parts()
+    err_head, err_tail, err_dropped = finished.stderr.parts()
     out_budget, err_budget = _split_budget(
         len(out_head) + len(out_tail) + out_dropped,
         len(err_head) + len(err_tail) + err_dropped,
@@ -161,27 +130,42 @@ async def _bash(workspace: Workspace, command: Any, timeout: Any, max_chars: int
     stdout, cut_out = _fit(out_head, out_tail, out_dropped, out_budget)
     stderr, cut_err = _fit(err_head, err_tail, err_dropped, err_budget)
     result: dict[str, Any] = {
-        "exit_code": None if timed_out else proc.returncode,
+        "exit_code": finished.returncode,
         "stdout": stdout,
         "stderr": stderr,
         "truncated": cut_out or cut_err,
     }
-    if timed_out:
-        return {"error": f"{TIMEOUT}: timed out after {timeout:g}s (process killed)", **result}
+    if finished.sandboxed and profile is Profile.PLANNING:
+        result["sandbox"] = "read-only (planning): the command could not change any file"
+    if finished.timed_out:
+        limit = f"{finished.timeout_s:g}s"
+        return {"error": f"{TIMEOUT}: timed out after {limit} (process killed)", **result}
     return result
 
 
 def bash_tool(
-    workspace: Workspace, *, timeout_s: float, max_chars: int
+    workspace: Workspace,
+    *,
+    timeout_s: float,
+    max_chars: int,
+    allow_network: bool = False,
+    limits: Limits | None = None,
 ) -> Callable[..., Coroutine[Any, Any, dict]]:
-    """The ``Bash`` tool function bound to ``workspace``."""
-    bash_timeout_s = timeout_s
+    """The ``Bash`` tool function bound to ``workspace``.
+
+    ``allow_network`` lets commands reach the network after approval (never while
+    planning); ``limits`` are the resource limits of every command.
+    """
+    bash_timeout_s = min(timeout_s, MAX_TIMEOUT_S)
+    command_limits = limits or Limits()
 
     async def Bash(command: str, timeout_s: float | None = None) -> dict:
-        """Run a shell command with `bash -c` in the workspace root folder.
+        """Run a shell command with `bash -c` in the workspace root folder, in a sandbox.
 
-        The command and everything it starts are killed when the timeout expires.
-        A background job (`cmd &`) must redirect its output, or the call waits for it.
+        While a plan is being made the command cannot change any file and has no
+        network; after approval it may change files in the workspace only. It ends,
+        with everything it started, when it exits or when the timeout expires
+        (at most 600 s); background jobs do not outlive it.
 
         Args:
           command: The command line, e.g. "python -m pytest -q".
@@ -194,10 +178,17 @@ def bash_tool(
         """
         timeout = bash_timeout_s if timeout_s is None else timeout_s
         try:
-            return await _bash(workspace, command, timeout, max_chars)
+            return await _bash(
+                workspace,
+                command,
+                timeout,
+                max_chars,
+                network=allow_network,
+                limits=command_limits,
+            )
         except WorkspaceError as exc:
             return error_result(exc.code, str(exc))
         except OSError as exc:
             return error_result(IO_ERROR, f"could not start bash: {exc}")
 
-    return Bash
+    return declare_contained(Bash)

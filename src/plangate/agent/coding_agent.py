@@ -32,10 +32,17 @@ def build_coding_agent(
     options: PlanOptions | None = None,
     name: str = AGENT_NAME,
     data: DataCatalog | None = None,
+    allow_network: bool = False,
 ) -> LlmAgent:
     """The coding agent under Plan Mode; given a data catalog, also the data tools under
-    protocol governance (the reference agent of ``plangate chat`` and ``plangate serve``)."""
-    tools: list = [*workspace_tools(Workspace(workspace)), todo_write_tool(name)]
+    protocol governance (the reference agent of ``plangate chat`` and ``plangate serve``).
+
+    ``allow_network`` lets its shell commands reach the network once a plan is approved
+    (never while planning)."""
+    tools: list = [
+        *workspace_tools(Workspace(workspace), allow_network=allow_network),
+        todo_write_tool(name),
+    ]
     try:
         from plangate.agent.subagents import subagent_tools
     except ImportError:  # sub-agents are optional for the agent to work

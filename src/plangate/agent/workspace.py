@@ -548,6 +548,7 @@ def workspace_tools(
     *,
     bash_timeout_s: float = 30,
     max_output_chars: int = 20_000,
+    allow_network: bool = False,
 ) -> list[BaseTool]:
     """The six workspace tools bound to ``workspace``: Read, Grep, Glob, Write, Edit, Bash."""
     if not isinstance(workspace, Workspace):
@@ -647,7 +648,15 @@ def workspace_tools(
         _tool(Glob, "Glob"),
         _tool(Write, "Write"),
         _tool(Edit, "Edit"),
-        _tool(bash_tool(workspace, timeout_s=bash_timeout_s, max_chars=max_chars), "Bash"),
+        _tool(
+            bash_tool(
+                workspace,
+                timeout_s=bash_timeout_s,
+                max_chars=max_chars,
+                allow_network=allow_network,
+            ),
+            "Bash",
+        ),
     ]
 
 

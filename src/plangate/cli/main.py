@@ -18,6 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
     from plangate.cli.chat import add_chat_parser
 
     add_chat_parser(subparsers)
+    from plangate.cli.doctor import add_doctor_parser
+
+    add_doctor_parser(subparsers)
     try:
         from plangate.cli.serve import add_serve_parser
     except ImportError:

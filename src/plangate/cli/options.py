@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_data_option", "add_database_option", "add_model_option", "data_sources"]
+__all__ = [
+    "add_data_option",
+    "add_database_option",
+    "add_model_option",
+    "add_network_option",
+    "data_sources",
+]
 
 
 def add_model_option(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +30,15 @@ def add_database_option(parser: argparse.ArgumentParser, *aliases: str) -> None:
         default=None,
         help="sqlite:///… or postgresql://… (default PLANGATE_DATABASE_URL or "
         ".plangate/plangate.db)",
+    )
+
+
+def add_network_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-network",
+        action="store_true",
+        help="let the agent's shell commands reach the network once a plan is approved "
+        "(never while planning; off by default)",
     )
 
 

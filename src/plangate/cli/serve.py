@@ -10,6 +10,7 @@ from plangate.cli.options import (
     add_data_option,
     add_database_option,
     add_model_option,
+    add_network_option,
     data_sources,
 )
 
@@ -34,6 +35,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_model_option(parser)
     add_database_option(parser)
     add_data_option(parser)
+    add_network_option(parser)
     parser.add_argument(
         "--token",
         default=None,
@@ -65,6 +67,7 @@ def run_serve(args: argparse.Namespace) -> int:
             args.database_url,
             args.token,
             data_sources=sources,
+            allow_network=args.allow_network,
         )
     except DataError as exc:
         print(f"plangate serve: --data: {exc}", file=sys.stderr)

@@ -57,6 +57,9 @@ class ToolCall:
     name: str
     args: Mapping[str, Any]
     effect: Effect | None = None
+    contained: bool = False
+    """The tool runs its commands in an available OS sandbox whose profile follows the
+    plan state, so a read-only filesystem holds what the shell parser cannot prove."""
 
 
 @dataclass(frozen=True)
@@ -148,23 +151,33 @@ def decide(
     if call.name in policy.readonly_tool_names and call.effect is None:
         return GateDecision(True, "listed read-only")
     if call.effect is Effect.SHELL:
-        from plangate.policy.shell import check_read_only_command
-
-        command = call.args.get("command")
-        if not isinstance(command, str):
-            return _deny(call, status, "the shell command is missing", _hint(record.status))
-        verdict = check_read_only_command(command)
-        if verdict.allowed:
-            return GateDecision(True, "shell command proven read-only")
-        return _deny(
-            call,
-            status,
-            f"the shell command is not provably read-only: {verdict.reason}",
-            "use a read-only command (ls, cat, grep, git status/log/diff, ...) or "
-            + _hint(record.status),
-        )
+        return _decide_shell(call, record.status)
     why = "it has side effects" if call.effect is not None else "it is not declared read-only"
     return _deny(call, status, why, _hint(record.status))
+
+
+def _decide_shell(call: ToolCall, status: PlanStatus) -> GateDecision:
+    """Three verdicts: proven read-only runs; unproven runs only inside the read-only
+    sandbox; an explicit write is refused, naming the part that writes."""
+    from plangate.policy.shell import ShellKind, classify_command
+
+    command = call.args.get("command")
+    if not isinstance(command, str):
+        return _deny(call, status.value, "the shell command is missing", _hint(status))
+    verdict = classify_command(command)
+    if verdict.kind is ShellKind.READ_ONLY:
+        return GateDecision(True, "shell command proven read-only")
+    if verdict.kind is ShellKind.UNPROVEN and call.contained:
+        return GateDecision(True, "shell command contained by the read-only sandbox")
+    if verdict.kind is ShellKind.WRITES:
+        why = f"the shell command has side effects: {verdict.reason}"
+    else:
+        why = (
+            f"the shell command is not provably read-only ({verdict.reason}) and no "
+            "sandbox contains it on this machine"
+        )
+    instead = verdict.hint or "use a read-only command (ls, cat, grep, git status/log/diff, ...)"
+    return _deny(call, status.value, why, f"{instead}; or {_hint(status)}")
 
 
 def _hint(status: PlanStatus) -> str:

@@ -10,9 +10,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, TypeVar
 
-__all__ = ["Effect", "declare_effect", "effect_of", "read_only"]
+__all__ = [
+    "Effect",
+    "declare_contained",
+    "declare_effect",
+    "effect_of",
+    "is_contained",
+    "read_only",
+]
 
 _ATTR = "__plangate_effect__"
+_CONTAINED = "__plangate_contained__"
 
 T = TypeVar("T")
 
@@ -45,3 +53,19 @@ def effect_of(tool: Any) -> Effect | None:
     if declared is None:
         declared = getattr(getattr(tool, "func", None), _ATTR, None)
     return Effect(declared) if declared is not None else None
+
+
+def declare_contained(target: T) -> T:
+    """Declare that a shell tool runs every command in plangate's sandbox, whose profile
+    follows the plan state (:mod:`plangate.sandbox`). The gate then lets it run commands
+    the parser cannot prove read-only while planning, when the sandbox is available:
+    the read-only filesystem holds them."""
+    setattr(target, _CONTAINED, True)
+    return target
+
+
+def is_contained(tool: Any) -> bool:
+    """Whether ``tool`` (or the function it wraps) runs its commands in the sandbox."""
+    if getattr(tool, _CONTAINED, False):
+        return True
+    return bool(getattr(getattr(tool, "func", None), _CONTAINED, False))

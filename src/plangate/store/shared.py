@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
+from plangate.sandbox.context import hide_path
 from plangate.store.store import Store
 from plangate.store.urls import resolve_database_url
 
@@ -32,4 +33,15 @@ async def shared_store(url: str | None = None) -> Store:
     async with lock:
         if url not in stores:
             stores[url] = await Store.open(url)
+            _hide_from_commands(url)
     return stores[url]
+
+
+def _hide_from_commands(url: str) -> None:
+    """The embedded database holds every session and plan: no command the agent starts
+    may read it (the sandbox masks it)."""
+    prefix = "sqlite+aiosqlite:///"
+    if url.startswith(prefix) and url[len(prefix) :] not in ("", ":memory:"):
+        path = url[len(prefix) :]
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            hide_path(path + suffix)

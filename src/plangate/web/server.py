@@ -372,11 +372,14 @@ def create_app(
     if allowed_hosts is None and not require_token:
         allowed_hosts = LOOPBACK_HOSTS
     from plangate.models.config import describe_model
+    from plangate.sandbox import sandbox_status
 
+    sandbox = sandbox_status()
     details: dict[str, Any] = {
         "agent": runner.agent.name,
         "model": describe_model(getattr(runner.agent, "model", "")),
         "protocolVersion": PROTOCOL_VERSION,
+        "sandbox": {"available": sandbox.available, "detail": sandbox.detail, "fix": sandbox.fix},
     }
     if isinstance(runner.agent, LlmAgent) and plan_runtime(runner.agent) is not None:
         keys = StateKeys.of(PlanSession(runner, user_id=user_id, session_id="-"))
@@ -438,6 +441,7 @@ def serve(
     database_url: str | None,
     token: str | None,
     data_sources: Sequence[tuple[str, str | Path]] = (),
+    allow_network: bool = False,
 ) -> None:
     """Build the reference agent (the coding agent with the data tools under protocol
     governance) and serve the page and the AG-UI endpoint until interrupted.
@@ -453,6 +457,7 @@ def serve(
     from plangate.agent.workspace import copy_sample_workspace
     from plangate.data import DataCatalog
     from plangate.models.config import describe_model, resolve_model
+    from plangate.sandbox.probe import sandbox_summary
 
     require_token = token is not None or not is_loopback(host)
     if require_token and not token:
@@ -469,7 +474,7 @@ def serve(
     model = resolve_model(model_spec)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
-        agent = build_coding_agent(root, model, data=catalog)
+        agent = build_coding_agent(root, model, data=catalog, allow_network=allow_network)
         runner = build_runner(agent, database_url=database_url)
     # Models without usage metadata (the offline demo) would log this on every call.
     logging.getLogger("google_adk.google.adk.telemetry._metrics").setLevel(logging.ERROR)
@@ -487,6 +492,7 @@ def serve(
     print(f"plangate web UI: {url}")
     print(f"  model: {describe_model(model)}   workspace: {root}")
     print(f"  data: {', '.join(source.name for source in catalog.sources())}")
+    print(f"  {sandbox_summary(allow_network)}")
     if require_token:
         print("  API requests need the header: Authorization: Bearer <token>")
     print("  Ctrl+C to stop.", flush=True)

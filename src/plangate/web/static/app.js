@@ -1375,6 +1375,12 @@
     if (info.ok) {
       $("model-info").textContent = info.body.model || "";
       $("model-info").title = info.body.workspace ? `workspace: ${info.body.workspace}` : "";
+      const sandbox = info.body.sandbox;
+      if (sandbox) {
+        $("sandbox-info").textContent = sandbox.available ? "sandboxed" : "⚠ no sandbox";
+        $("sandbox-info").classList.toggle("warn", !sandbox.available);
+        $("sandbox-info").title = sandbox.detail + (sandbox.fix ? ` — to fix: ${sandbox.fix}` : "");
+      }
       if (info.body.stateKeys) S.keys = { ...S.keys, ...info.body.stateKeys };
     }
     await loadThread();

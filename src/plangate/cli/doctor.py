@@ -1,0 +1,58 @@
+"""``plangate doctor``: what protects this machine, in plain words."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from typing import Any
+
+__all__ = ["add_doctor_parser", "run_doctor"]
+
+
+def add_doctor_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="show what protects this machine (sandbox, limits, environment)",
+        description="Report how the agent's commands are contained here: the sandbox "
+        "backend, resource limits, the environment they see, and what to install when "
+        "something is missing. Exits 1 when commands would run without a sandbox.",
+    )
+    parser.set_defaults(func=run_doctor)
+    return parser
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from plangate.sandbox import Limits, sandbox_status
+    from plangate.sandbox.policy import ENV_ALLOWLIST, MAX_TIMEOUT_S
+
+    status = sandbox_status()
+    limits = Limits()
+    mark = "ok " if status.available else "!! "
+    print(f"{mark}sandbox: {status.detail}")
+    if status.fix:
+        print(f"   to fix: {status.fix}")
+    if status.available:
+        print(f"   bubblewrap: {status.bwrap}")
+        print("   planning: whole filesystem read-only, private /tmp and HOME, no network")
+        print("   acting:   workspace writable (.git/config, .git/hooks, .plangate read-only),")
+        print("             private /tmp, network only with --allow-network")
+    limit_mark = "ok " if status.prlimit else "!! "
+    limit_text = (
+        f"cpu {limits.cpu_s} s, file size {limits.file_size_bytes // 1024**2} MiB, "
+        f"{limits.processes} processes, address space {limits.address_space_bytes // 1024**3} "
+        f"GiB, {limits.open_files} open files, no core dumps; timeout at most "
+        f"{MAX_TIMEOUT_S:g} s"
+    )
+    if status.prlimit:
+        print(f"{limit_mark}limits: {limit_text}")
+    else:
+        print(f"{limit_mark}limits: prlimit (util-linux) not found; only the timeout applies")
+    names = ", ".join(sorted(n for n in ENV_ALLOWLIST if not n.startswith("LC_")))
+    print(f"ok environment: only {names} and LC_*; never keys, tokens or passwords")
+    git = shutil.which("git")
+    print(
+        "ok git: system/global config ignored; fsmonitor, hooks, pager, external diff off"
+        if git
+        else "-- git: not installed"
+    )
+    return 0 if status.available else 1

@@ -1,0 +1,162 @@
+"""Start one shell command in the sandbox, capture its output, and kill it on time.
+
+With bubblewrap the command runs under :func:`~plangate.sandbox.policy.bwrap_argv`; its
+process tree lives in its own PID namespace, so when the command ends or the timeout
+kills bwrap, the kernel ends everything the command started and its private ``/tmp``
+disappears with it. Without a sandbox the command runs directly with the same
+environment allowlist and limits and a private temp folder that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from plangate.sandbox.policy import (
+    MAX_TIMEOUT_S,
+    SandboxSpec,
+    bwrap_argv,
+    prlimit_argv,
+    sandbox_env,
+)
+from plangate.sandbox.probe import SandboxStatus, sandbox_status
+
+__all__ = ["Capture", "Finished", "run_command"]
+
+
+@dataclass
+class Capture:
+    """A stream reader keeping the head and the tail of the output, counting the rest."""
+
+    keep: int
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            room = self.keep - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                excess = len(self.tail) - self.keep
+                if excess > 0:
+                    del self.tail[:excess]
+                    self.dropped += excess
+
+    def parts(self) -> tuple[str, str, int]:
+        """(head, tail, dropped): the decoded ends and the bytes dropped between them."""
+        if not self.dropped:
+            whole = bytes(self.head + self.tail).decode("utf-8", errors="replace")
+            return whole, "", 0
+        head = bytes(self.head).decode("utf-8", errors="replace")
+        tail = bytes(self.tail).decode("utf-8", errors="replace")
+        return head, tail, self.dropped
+
+
+@dataclass
+class Finished:
+    returncode: int | None
+    """None when the command was killed at its timeout."""
+    timed_out: bool
+    stdout: Capture
+    stderr: Capture
+    sandboxed: bool
+    timeout_s: float
+
+
+async def run_command(
+    command: str,
+    spec: SandboxSpec,
+    *,
+    timeout_s: float,
+    keep_bytes: int,
+    status: SandboxStatus | None = None,
+) -> Finished:
+    """Run ``bash -c command`` under ``spec``; never longer than ``MAX_TIMEOUT_S``."""
+    if status is None:
+        status = await asyncio.to_thread(sandbox_status)
+    timeout_s = min(timeout_s, MAX_TIMEOUT_S)
+    private_tmp: str | None = None
+    limits = prlimit_argv(spec.limits, prlimit=status.prlimit) if status.prlimit else []
+    if status.available:
+        env = sandbox_env(os.environ)
+        argv = [*limits, *bwrap_argv(spec, ["bash", "-c", command], env=env, bwrap=status.bwrap)]
+        process_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    else:
+        private_tmp = await asyncio.to_thread(tempfile.mkdtemp, prefix="plangate-cmd-")
+        home = os.path.join(private_tmp, "home")
+        os.mkdir(home)
+        process_env = sandbox_env(os.environ, home=home)
+        process_env["TMPDIR"] = private_tmp
+        argv = [*limits, "bash", "-c", command]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=spec.workspace,
+            env=process_env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own process group, killed as a whole
+        )
+        return await _wait(proc, timeout_s, keep_bytes, sandboxed=status.available)
+    finally:
+        if private_tmp is not None:
+            await asyncio.to_thread(shutil.rmtree, private_tmp, True)
+
+
+async def _wait(
+    proc: asyncio.subprocess.Process, timeout_s: float, keep: int, *, sandboxed: bool
+) -> Finished:
+    out, err = Capture(keep), Capture(keep)
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
+    readers.add_done_callback(_consume)
+    waiter = asyncio.ensure_future(proc.wait())
+    try:
+        await asyncio.wait({readers, waiter}, timeout=timeout_s)
+    except BaseException:  # cancelled: take the command down with us
+        _kill_group(proc)
+        readers.cancel()
+        waiter.cancel()
+        raise
+    timed_out = not (readers.done() and waiter.done())
+    # Whatever the command left running in its group (a background job, a timed-out
+    # tree) ends with it; bubblewrap's PID namespace ends the rest.
+    _kill_group(proc)
+    if timed_out:
+        await asyncio.wait({waiter}, timeout=5)
+        # A process that left the group may still hold the pipes open: stop reading.
+        await asyncio.wait({readers}, timeout=2)
+        for pending in (readers, waiter):
+            if not pending.done():
+                pending.cancel()
+                await asyncio.wait({pending})
+    return Finished(
+        returncode=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        stdout=out,
+        stderr=err,
+        sandboxed=sandboxed,
+        timeout_s=timeout_s,
+    )
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve a finished future's exception so asyncio does not log it as unhandled."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
