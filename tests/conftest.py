@@ -55,3 +55,21 @@ async def _admin(server: str, statement: str) -> None:
 @pytest.fixture(autouse=True)
 def _clean_writes() -> None:
     WRITES.clear()
+
+
+@pytest.fixture(params=["sandbox", "parser-only"])
+def sandbox_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run a test with the bubblewrap sandbox and again with the parser alone
+    (``PLANGATE_SANDBOX=off``), so both modes stay correct."""
+    from plangate.sandbox import sandbox_status
+
+    if request.param == "parser-only":
+        monkeypatch.setenv("PLANGATE_SANDBOX", "off")
+    else:
+        monkeypatch.delenv("PLANGATE_SANDBOX", raising=False)
+    sandbox_status.cache_clear()
+    status = sandbox_status()
+    if request.param == "sandbox" and not status.available:
+        require_service(f"bubblewrap: {status.detail}")
+    yield request.param
+    sandbox_status.cache_clear()

@@ -1,0 +1,315 @@
+"""Containment: the operating system holds the plan gate.
+
+Every case drives the real ADK Runner and the real ``Bash`` tool, once with the
+bubblewrap sandbox and once with the parser alone. While planning nothing may change —
+not the workspace, not a canary outside it — and no connection may leave; after
+approval only the workspace may change; no secret is visible; a timeout leaves nothing
+behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import Harness, tool_results
+from plangate.agent.coding_agent import build_coding_agent
+from plangate.agent.workspace import copy_sample_workspace
+from plangate.models.scripted import ScriptedLlm, call, text
+
+ATTACKS = [
+    # bash evaluates array subscripts: these ran `touch` through a "read-only" builtin
+    "printf -v 'a[$(touch pwned.txt)]' x",
+    "test -v 'a[$(touch pwned.txt)]'",
+    "[ -v 'a[$(touch pwned.txt)]' ]",
+    "[[ -v a[$(touch pwned.txt)] ]]",
+    "declare -n ref='a[$(touch pwned.txt)]'; echo $ref",
+    "read -r 'a[$(touch pwned.txt)]' < README.md",
+    "echo $(( a[$(touch pwned.txt)] ))",
+    "let 'a[$(touch pwned.txt)]=1'",
+    "unset 'a[$(touch pwned.txt)]'",
+    "mapfile -t 'a[$(touch pwned.txt)]' < README.md",
+    # plain writes, interpreters and wrappers
+    "echo pwned > pwned.txt",
+    "touch pwned.txt",
+    "python3 -c \"open('pwned.txt','w').write('x')\"",
+    "bash -c 'touch pwned.txt'",
+    "cat $(touch pwned.txt)",
+    "awk 'BEGIN { print \"x\" > \"pwned.txt\" }'",
+    "ls | xargs touch",
+    "for f in pwned.txt; do touch $f; done",
+    "sed -i s/on_hand/pwned/ inventory/stock.py",
+    "cp README.md pwned.txt",
+    "mkdir pwned",
+    "git init -q pwned",
+    "seq 1 200000 | sort -S 64K -T . -n | tail -1",
+    "echo x >> inventory/stock.py",
+]
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the workspace holding a canary no command may change."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "canary.txt").write_text("canary\n")
+    return folder
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with a hash of its content (folders as 'dir')."""
+    found: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            found[rel] = "link:" + os.readlink(path)
+        elif path.is_dir():
+            found[rel] = "dir"
+        else:
+            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+async def planning_harness(workspace: Path, tmp_path: Path) -> tuple[Harness, ScriptedLlm]:
+    model = ScriptedLlm()
+    harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{tmp_path / 'p.db'}")
+    await harness.start({"agent_mode": "plan"})
+    return harness, model
+
+
+async def run_commands(
+    harness: Harness, model: ScriptedLlm, commands: list[str], **extra: Any
+) -> list[dict[str, Any]]:
+    model.add(*[[call("Bash", command=c, **extra)] for c in commands], [text("done")])
+    return tool_results(await harness.send("look around"), "Bash")
+
+
+async def test_nothing_changes_while_planning(
+    tmp_path: Path, outside: Path, sandbox_mode: str
+) -> None:
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    bare = workspace / "vendored"  # a bare repository committed as plain files
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    marker = outside / "fsmonitor-ran"
+    (bare / "config").write_text(
+        (bare / "config").read_text() + f"[core]\n\tfsmonitor = touch {marker}; false\n"
+    )
+    before, canary = snapshot(workspace), snapshot(outside)
+    harness, model = await planning_harness(workspace, tmp_path)
+    commands = [*ATTACKS, "git -C vendored status", f"touch {outside}/pwned.txt"]
+    results = await run_commands(harness, model, commands)
+    assert len(results) == len(commands)
+    assert snapshot(workspace) == before
+    assert snapshot(outside) == canary
+    assert not marker.exists()
+    if sandbox_mode == "parser-only":
+        # Without a sandbox nothing the parser cannot prove may run at all.
+        for command, result in zip(ATTACKS, results, strict=False):
+            assert result.get("error", "").startswith("PLAN_MODE_GATE"), (command, result)
+
+
+async def test_git_status_does_not_rewrite_the_index_while_planning(
+    tmp_path: Path, sandbox_mode: str
+) -> None:
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=workspace, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=workspace, check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], cwd=workspace, check=True)
+    (workspace / "README.md").touch()  # stale stat data: a plain git status would refresh it
+    index = workspace / ".git" / "index"
+    before = (index.read_bytes(), index.stat().st_mtime_ns)
+    harness, model = await planning_harness(workspace, tmp_path)
+    results = await run_commands(harness, model, ["git status"])
+    assert results[0]["exit_code"] == 0, results
+    assert (index.read_bytes(), index.stat().st_mtime_ns) == before
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[str]]]:
+    """A canary server on 127.0.0.1 that records every connection it accepts."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, peer = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            seen.append(str(peer))
+            conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], seen
+    stop.set()
+    thread.join(timeout=2)
+    server.close()
+
+
+async def test_no_connection_leaves_while_planning(
+    tmp_path: Path, listener: tuple[int, list[str]], sandbox_mode: str
+) -> None:
+    port, seen = listener
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    harness, model = await planning_harness(workspace, tmp_path)
+    commands = [
+        f"echo hi > /dev/tcp/127.0.0.1/{port}",
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\"",
+        f"curl -s http://127.0.0.1:{port}/",
+    ]
+    results = await run_commands(harness, model, commands)
+    assert len(results) == 3
+    assert seen == []
+
+
+def _sandbox_only(mode: str) -> None:
+    if mode != "sandbox":
+        pytest.skip("without a sandbox the parser cannot confine an approved command")
+
+
+async def test_after_approval_only_the_workspace_is_writable(
+    tmp_path: Path, outside: Path, listener: tuple[int, list[str]], sandbox_mode: str
+) -> None:
+    _sandbox_only(sandbox_mode)
+    port, seen = listener
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    model = ScriptedLlm()
+    harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{tmp_path / 'p.db'}")
+    await harness.start()  # no plan: the acting profile, as after an approval
+    results = await run_commands(
+        harness,
+        model,
+        [
+            "echo inside > made.txt && cat made.txt",
+            f"echo x > {outside}/pwned.txt",
+            f"echo x >> {outside}/canary.txt",
+            "touch /tmp/left-behind && ls /tmp",
+            f"echo hi > /dev/tcp/127.0.0.1/{port}",
+        ],
+    )
+    assert results[0]["exit_code"] == 0 and results[0]["stdout"] == "inside\n"
+    assert (workspace / "made.txt").read_text() == "inside\n"
+    assert results[1]["exit_code"] != 0 and "Read-only file system" in results[1]["stderr"]
+    assert results[2]["exit_code"] != 0
+    assert snapshot(outside) == {"canary.txt": hashlib.sha256(b"canary\n").hexdigest()}
+    assert results[3]["exit_code"] == 0
+    assert not Path("/tmp/left-behind").exists()
+    assert results[4]["exit_code"] != 0 and seen == []
+
+
+async def test_approved_plan_acts_in_the_workspace_only(
+    tmp_path: Path, outside: Path, sandbox_mode: str
+) -> None:
+    _sandbox_only(sandbox_mode)
+    from plangate.adk.session import PlanSession
+
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    harness, model = await planning_harness(workspace, tmp_path)
+    model.add(
+        [call("update_plan_content", content="1. Write made.txt")],
+        [call("exit_plan_mode", summary="ready")],
+    )
+    await harness.send("plan it")
+    session = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
+    (request,) = await session.pending()
+    model.add(
+        [call("Bash", command="echo ok > made.txt")],
+        [call("Bash", command=f"touch {outside}/pwned.txt")],
+        [text("done")],
+    )
+    results = tool_results(await harness.send(PlanSession.approve(request)), "Bash")
+    assert results[0]["exit_code"] == 0
+    assert (workspace / "made.txt").read_text() == "ok\n"
+    assert results[1]["exit_code"] != 0
+    assert not (outside / "pwned.txt").exists()
+
+
+async def test_no_secret_is_visible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox_mode: str
+) -> None:
+    secrets = {
+        "OPENAI_API_KEY": "sk-canary-openai",
+        "GITHUB_TOKEN": "ghp-canary",
+        "PLANGATE_DATABASE_URL": f"sqlite:///{tmp_path / 'canary-db.sqlite'}",
+        "AWS_SECRET_ACCESS_KEY": "aws-canary",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    model = ScriptedLlm()
+    harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{tmp_path / 'p.db'}")
+    await harness.start()
+    (result,) = await run_commands(harness, model, ["printenv; echo HOME=$HOME"])
+    assert result["exit_code"] == 0
+    for value in secrets.values():
+        assert value not in result["stdout"]
+    assert str(Path.home()) + "\n" not in result["stdout"]
+
+
+async def test_the_database_is_hidden_from_commands(tmp_path: Path, sandbox_mode: str) -> None:
+    _sandbox_only(sandbox_mode)
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    database = tmp_path / "p.db"
+    model = ScriptedLlm()
+    harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{database}")
+    await harness.start()
+    (result,) = await run_commands(harness, model, [f"wc -c < {database}"])
+    assert database.stat().st_size > 0
+    assert result["stdout"].strip() == "0"
+
+
+async def test_a_timeout_leaves_no_process_and_no_temp_file(
+    tmp_path: Path, sandbox_mode: str
+) -> None:
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    marker = f"plangate-timeout-{uuid.uuid4().hex[:8]}"
+    model = ScriptedLlm()
+    harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{tmp_path / 'p.db'}")
+    await harness.start()
+    command = (
+        f'touch "$TMPDIR/{marker}"; (exec -a {marker} sleep 300 &); '
+        f"seq 1 50000000 | sort -S 64K -n > /dev/null"
+    )
+    (result,) = await run_commands(harness, model, [command], timeout_s=2)
+    assert result["error"].startswith("TIMEOUT")
+    survivors = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert survivors.stdout == ""
+    leftovers = [p for p in Path("/tmp").rglob(marker)] if sandbox_mode == "sandbox" else []
+    assert leftovers == []
+    assert not list(Path("/tmp").glob("plangate-cmd-*/" + marker))
+
+
+async def test_harmless_commands_run_while_planning(tmp_path: Path, sandbox_mode: str) -> None:
+    _sandbox_only(sandbox_mode)
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    harness, model = await planning_harness(workspace, tmp_path)
+    commands = [
+        "cd inventory && ls",
+        "for f in *.md; do wc -l $f; done",
+        "ls | xargs wc -l",
+        "awk '{print $1}' README.md",
+        "'ls' -la",
+        "/bin/ls",
+        "echo hi 2>/dev/null",
+        "python3 -m pytest -q -p no:cacheprovider",
+    ]
+    results = await run_commands(harness, model, commands)
+    for command, result in zip(commands, results, strict=True):
+        assert "error" not in result, (command, result)
+        assert "exit_code" in result
+    assert "1 failed, 4 passed" in results[-1]["stdout"]
