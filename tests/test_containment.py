@@ -44,7 +44,7 @@ ATTACKS = [
     "python3 -c \"open('pwned.txt','w').write('x')\"",
     "bash -c 'touch pwned.txt'",
     "cat $(touch pwned.txt)",
-    "awk 'BEGIN { print \"x\" > \"pwned.txt\" }'",
+    'awk \'BEGIN { print "x" > "pwned.txt" }\'',
     "ls | xargs touch",
     "for f in pwned.txt; do touch $f; done",
     "sed -i s/on_hand/pwned/ inventory/stock.py",
