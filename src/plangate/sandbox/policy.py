@@ -99,6 +99,10 @@ ENV_ALLOWLIST = frozenset(
         "COLUMNS",
         "LINES",
         "VIRTUAL_ENV",
+        "PYENV_ROOT",
+        "PYENV_VERSION",
+        "CONDA_PREFIX",
+        "CONDA_DEFAULT_ENV",
         "NO_COLOR",
     }
 )
