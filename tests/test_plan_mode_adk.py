@@ -471,7 +471,8 @@ async def test_denylist_option_reproduces_the_seed(database_url: str) -> None:
 
 
 async def test_corrupt_state_fails_closed(database_url: str) -> None:
-    """Regression: a malformed stored plan meant 'no plan', so the gate opened."""
+    """Regression: a malformed stored plan meant 'no plan', so the gate opened. It gates
+    like a plan being made (tests/test_corrupt_plan_state.py has every corrupt form)."""
     model = ScriptedLlm()
     agent = make_agent(model)
     h = Harness(agent, database_url)
@@ -487,8 +488,8 @@ async def test_corrupt_state_fails_closed(database_url: str) -> None:
         )
     model.add([call("Write", path="a", content="b")], [call("Read", path="a")], [text("x")])
     events = await h.send("write it")
-    assert "could not be read" in tool_results(events, "Write")[0]["error"]
-    assert "could not be read" in tool_results(events, "Read")[0]["error"]
+    assert "stored plan state is corrupt" in tool_results(events, "Write")[0]["error"]
+    assert tool_results(events, "Read")[0]["content"] == "contents of a"
     assert WRITES == []
 
 

@@ -269,7 +269,10 @@ class PlangateAgent:
                 mapping.unknown_mode_message(value),
                 {"modeId": value, "availableModes": list(mapping.MODE_IDS)},
             )
-        if mapping.mode_id(await live.session.mode()) != value:
+        # A corrupt plan state shows as the default mode, yet gates writes: switching to
+        # the default mode is its way out, so it resets it.
+        corrupt = value == mapping.DEFAULT_MODE and await live.session.corrupt_state() is not None
+        if corrupt or mapping.mode_id(await live.session.mode()) != value:
             if value == mapping.PLAN_MODE:
                 # Applies at the next step boundary: the next prompt, or mid-run.
                 await live.session.select_plan()

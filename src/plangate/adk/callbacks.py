@@ -54,6 +54,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
             record,
             runtime.policy,
             unreadable=loaded.unreadable,
+            corrupt=loaded.corrupt is not None,
             selection_active=selection_active,
         )
         if decision.allowed:

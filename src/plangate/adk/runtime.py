@@ -7,24 +7,31 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from pydantic import ValidationError
+from datetime import UTC, datetime
 
 from plangate.adk.options import PlanOptions
 from plangate.adk.scope import PlanScope
 from plangate.journal.events import JournalEvent
 from plangate.plan.record import ApprovalEvent, PlanRecord
-from plangate.plan.session_state import PlanSessionState, Resolution
+from plangate.plan.session_state import (
+    CorruptPlanState,
+    PlanSessionState,
+    Resolution,
+    read_stored,
+    salvage,
+)
 from plangate.plan.transitions import Transition
 from plangate.store.shared import shared_store
-from plangate.store.store import Store, Transaction
+from plangate.store.store import Document, Store, Transaction, is_valid_version
 
-__all__ = ["ARCHIVE_KIND", "STATE_KIND", "Loaded", "PlanRuntime"]
+__all__ = ["ARCHIVE_KIND", "CORRUPT_KIND", "STATE_KIND", "Loaded", "PlanRuntime"]
 
 log = logging.getLogger("plangate")
 
 STATE_KIND = "plan_state"
 ARCHIVE_KIND = "plan_archive"
+CORRUPT_KIND = "plan_state_corrupt"
+"""Corrupt plan-state documents a reset replaced, as they were, keyed ``<scope>#<time>``."""
 
 
 @dataclass
@@ -33,6 +40,10 @@ class Loaded:
     version: int
     unreadable: str | None = None
     """Why the stored state could not be read; the gate then fails closed."""
+    corrupt: Document | None = None
+    """The stored row, as read, when the database answered but the row is not one this
+    code writes. The gate then runs only what is read-only, and ``reset_corrupt``
+    archives this row and replaces it."""
 
 
 class PlanRuntime:
@@ -63,13 +74,18 @@ class PlanRuntime:
             return Loaded(PlanSessionState(), -1, f"{type(exc).__name__}: {exc}")
         if document is None:
             return Loaded(PlanSessionState(), 0)
+        options = self.options
         try:
-            return Loaded(PlanSessionState.model_validate(document.data), document.version)
-        except ValidationError as exc:
-            log.error("corrupt plan state for %s: %s", scope.key, exc)
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            return Loaded(PlanSessionState(), document.version, f"corrupt record at {where}")
+            if not is_valid_version(document.version):
+                raise CorruptPlanState(f"the row has version {document.version!r}")
+            plan_value = (
+                options.force_enter_plan_state_value if options.force_enter_plan_state_key else None
+            )
+            state = read_stored(document.data, plan_selection=plan_value)
+        except CorruptPlanState as exc:
+            log.error("corrupt plan state for %s: %s", scope.key, exc.reason)
+            return Loaded(PlanSessionState(), -1, exc.reason, document)
+        return Loaded(state, document.version)
 
     async def commit(
         self,
@@ -83,6 +99,8 @@ class PlanRuntime:
 
         Raises ``store.Conflict`` when the compare-and-set loses.
         """
+        if loaded.unreadable is not None:
+            raise ValueError(f"cannot commit over an unreadable plan state ({loaded.unreadable})")
         store = await self.store()
         async with store.transaction() as tx:
             version = await tx.put(
@@ -99,6 +117,48 @@ class PlanRuntime:
             for event in events:
                 await tx.append(scope.key, event)
         return version
+
+    async def reset_corrupt(
+        self, scope: PlanScope, loaded: Loaded, *, actor: str, selection: str | None
+    ) -> str:
+        """Replace a corrupt plan state with a clean "no plan" one, losing nothing.
+
+        In one transaction: the raw document is archived as it was read (kind
+        ``plan_state_corrupt``), the row is replaced by compare-and-set against the
+        version it was read at, and the reset is journaled. Returns the archive key;
+        raises ``store.Conflict`` when the row changed since ``loaded`` was read.
+        """
+        corrupt = loaded.corrupt
+        if corrupt is None:
+            raise ValueError("the plan state is not corrupt")
+        now = self.now()
+        archive_key = f"{scope.key}#{datetime.fromtimestamp(now, UTC).isoformat()}"
+        clean = salvage(corrupt.data, selection=selection)
+        store = await self.store()
+        async with store.transaction() as tx:
+            await tx.put(CORRUPT_KIND, archive_key, corrupt.data, expected_version=0)
+            await tx.replace(
+                STATE_KIND,
+                scope.key,
+                clean.model_dump(mode="json", by_alias=True),
+                found_version=corrupt.version,
+            )
+            await tx.append(
+                scope.key,
+                JournalEvent(
+                    kind="plan.state.reset",
+                    from_state="corrupt",
+                    actor=actor,
+                    at=now,
+                    detail={
+                        "reason": loaded.unreadable,
+                        "archive_kind": CORRUPT_KIND,
+                        "archive_key": archive_key,
+                        "found_version": corrupt.version,
+                    },
+                ),
+            )
+        return archive_key
 
     async def journal(self, scope: PlanScope, event: JournalEvent) -> None:
         try:

@@ -159,7 +159,14 @@ class PlanSession:
         return "Entering plan mode (applies from the next step). Use /plan off to leave."
 
     async def leave_plan(self) -> str:
-        """The user exit: cancel an active plan (journaled) or withdraw a pending entry."""
+        """The user exit: cancel an active plan (journaled) or withdraw a pending entry.
+
+        A corrupt plan state is archived and reset instead (journaled too): it gates like
+        a plan being made, and this is the way out of it.
+        """
+        reset = await self._reset_corrupt()
+        if reset is not None:
+            return reset
         options = self.runtime.options
         mode = await self.mode()
         if mode.active:
@@ -209,6 +216,40 @@ class PlanSession:
             await self.set_state(delta)
             return
         raise RuntimeError("the plan kept changing while leaving plan mode; try again")
+
+    async def corrupt_state(self) -> str | None:
+        """Why the stored plan state is corrupt, or None when it is not; ``leave_plan``
+        resets a corrupt one."""
+        loaded = await self.runtime.load(self.scope)
+        return loaded.unreadable if loaded.corrupt is not None else None
+
+    async def _reset_corrupt(self) -> str | None:
+        """Archive a corrupt plan state and replace it with "no plan"; None if not corrupt."""
+        runtime, scope = self.runtime, self.scope
+        options = runtime.options
+        key = options.force_enter_plan_state_key
+        for _ in range(5):
+            loaded = await runtime.load(scope)
+            if loaded.corrupt is None:
+                return None
+            try:
+                await runtime.reset_corrupt(
+                    scope,
+                    loaded,
+                    actor="user",
+                    selection=options.agent_state_value if key else None,
+                )
+            except Conflict:
+                continue
+            delta: dict[str, Any] = {runtime.state_key: None}
+            if key:
+                delta[key] = options.agent_state_value
+            await self.set_state(delta)
+            return (
+                f"The corrupt plan state was reset ({loaded.unreadable}); the raw state is "
+                "archived and the reset journaled. Plan mode is off: write tools run again."
+            )
+        raise RuntimeError("the plan state kept changing while resetting it; try again")
 
     # -- replies bound to what was shown --------------------------------------------------
 

@@ -74,6 +74,36 @@ class GateDecision:
 
 _ALLOW_NO_PLAN = GateDecision(True, "no active plan")
 
+# What a corrupt state is judged as: a plan being made, so exactly the read-only calls run.
+_CORRUPT_STAND_IN = PlanRecord(
+    id="", status=PlanStatus.EXPLORING, objective="", started_at=0.0, updated_at=0.0
+)
+
+
+def _decide_corrupt(call: ToolCall, policy: GatePolicy, reason: str) -> GateDecision:
+    """A corrupt stored state gates like a plan being made, with the way out in the refusal.
+
+    The plan tools are refused too: there is no readable plan to update, submit or record
+    a question in (``ask_user_question`` stores it in the plan), so the model is told to
+    ask in plain text instead.
+    """
+    if call.name in PLAN_TOOL_NAMES:
+        why = "there is no readable plan to update, submit or record a question in"
+        alternative = "ask in plain text and end your turn"
+    else:
+        verdict = decide(call, _CORRUPT_STAND_IN, policy)
+        if verdict.allowed:
+            return verdict
+        why, alternative = verdict.reason, "use read-only tools only"
+    message = (
+        f"PLAN_MODE_GATE: tool '{call.name}' is blocked because the stored plan state is "
+        f"corrupt ({reason}) and {why}. Only read-only tools run until the user resets it. "
+        f"Instead: {alternative}, and ask the user to leave Plan Mode (/plan off, the "
+        "Agent toggle or the editor's default mode), which archives the corrupt state and "
+        "resets it."
+    )
+    return GateDecision(False, f"corrupt plan state: {why}", message)
+
 
 def decide(
     call: ToolCall,
@@ -81,15 +111,20 @@ def decide(
     policy: GatePolicy,
     *,
     unreadable: str | None = None,
+    corrupt: bool = False,
     selection_active: bool = False,
 ) -> GateDecision:
     """Decide whether ``call`` may run given the plan record.
 
     ``unreadable`` carries the reason when the stored plan could not be read: the gate
-    then fails closed. ``selection_active`` says the user selected Plan Mode, which
-    changes how an ``enter_plan_mode`` call is answered.
+    then fails closed. With ``corrupt`` the database answered but the stored state is not
+    one plangate writes: only what is read-only runs, as while planning. Otherwise (the
+    database is unreachable) nothing but the plan tools passes. ``selection_active`` says
+    the user selected Plan Mode, which changes how an ``enter_plan_mode`` call is answered.
     """
     if unreadable is not None:
+        if corrupt:
+            return _decide_corrupt(call, policy, unreadable)
         if call.name in PLAN_TOOL_NAMES:
             return GateDecision(True, "plan tool")
         return _deny(

@@ -22,7 +22,7 @@ from plangate.journal.events import JournalEvent
 from plangate.store.schema import MIGRATIONS, documents, journal, schema_migrations
 from plangate.store.urls import resolve_database_url
 
-__all__ = ["Conflict", "Document", "JournalEntry", "Store", "Transaction"]
+__all__ = ["Conflict", "Document", "JournalEntry", "Store", "Transaction", "is_valid_version"]
 
 
 class Conflict(Exception):
@@ -33,6 +33,11 @@ class Conflict(Exception):
             f"{kind} {key!r} changed concurrently (expected version {expected}, found {actual})"
         )
         self.kind, self.key, self.expected, self.actual = kind, key, expected, actual
+
+
+def is_valid_version(version: object) -> bool:
+    """Whether ``version`` is one this store writes: an integer from 1 up."""
+    return isinstance(version, int) and not isinstance(version, bool) and version >= 1
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,28 @@ class Transaction:
             current = await self.get(kind, key)
             raise Conflict(kind, key, expected_version, current.version if current else None)
         return expected_version + 1
+
+    async def replace(self, kind: str, key: str, data: Any, *, found_version: Any) -> int:
+        """Write ``data`` over the row if it still holds ``found_version``, as read.
+
+        A valid version makes this an ordinary ``put``. A row with a version ``put`` never
+        writes (0, negative, not an integer: written by someone else) is compared against
+        that value and gets version 1."""
+        if is_valid_version(found_version):
+            return await self.put(kind, key, data, expected_version=found_version)
+        result = await self._conn.execute(
+            update(documents)
+            .where(
+                documents.c.kind == kind,
+                documents.c.key == key,
+                documents.c.version == found_version,
+            )
+            .values(version=1, data=data, updated_at=time.time())
+        )
+        if result.rowcount != 1:
+            current = await self.get(kind, key)
+            raise Conflict(kind, key, found_version, current.version if current else None)
+        return 1
 
     async def append(self, scope: str, entry: JournalEvent) -> int:
         result = await self._conn.execute(insert(journal).values(scope=scope, **entry.model_dump()))
