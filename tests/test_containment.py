@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -57,12 +59,16 @@ ATTACKS = [
 
 
 @pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    """A folder beside the workspace holding a canary no command may change."""
-    folder = tmp_path / "outside"
-    folder.mkdir()
+def outside() -> Iterator[Path]:
+    """A folder outside the workspace holding a canary no command may change.
+
+    It lives under the home folder, not under /tmp: the sandbox gives every command a
+    private /tmp, which would hide a canary there instead of protecting it.
+    """
+    folder = Path(tempfile.mkdtemp(prefix=".plangate-canary-", dir=Path.home()))
     (folder / "canary.txt").write_text("canary\n")
-    return folder
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -261,16 +267,18 @@ async def test_no_secret_is_visible(
     assert str(Path.home()) + "\n" not in result["stdout"]
 
 
-async def test_the_database_is_hidden_from_commands(tmp_path: Path, sandbox_mode: str) -> None:
+async def test_the_database_is_hidden_from_commands(
+    tmp_path: Path, outside: Path, sandbox_mode: str
+) -> None:
     _sandbox_only(sandbox_mode)
     workspace = copy_sample_workspace(tmp_path / "ws")
-    database = tmp_path / "p.db"
+    database = outside / "p.db"
     model = ScriptedLlm()
     harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{database}")
     await harness.start()
-    (result,) = await run_commands(harness, model, [f"wc -c < {database}"])
-    assert database.stat().st_size > 0
-    assert result["stdout"].strip() == "0"
+    (result,) = await run_commands(harness, model, [f"head -c 15 {database}"])
+    assert database.read_bytes().startswith(b"SQLite format 3")
+    assert "SQLite" not in result["stdout"], result
 
 
 async def test_a_timeout_leaves_no_process_and_no_temp_file(
