@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -23,6 +24,7 @@ from plangate.data import (
     data_adk_tools,
     validate_readonly_sql,
 )
+from plangate.data.catalog import DEFAULT_MEMORY_LIMIT, DEFAULT_THREADS
 from plangate.data.sample import generate_sample
 from plangate.data.sql_guard import (
     SQL_FORBIDDEN_FUNCTION,
@@ -381,6 +383,98 @@ def test_plan_query(tools: DataTools) -> None:
     assert unplanned["planned"] is False
 
 
+# -- resource and time limits -------------------------------------------------------------
+
+# Never finishes: 10^16 rows. The guard allows range(), a table function that only
+# generates rows.
+ENDLESS = "SELECT count(*) AS n FROM range(100000000) a, range(100000000) b"
+
+
+def _settings(cat: DataCatalog, source: str) -> tuple[str, int]:
+    with cat.cursor(source) as cur:
+        row = cur.execute(
+            "SELECT current_setting('memory_limit'), current_setting('threads')"
+        ).fetchone()
+    assert row is not None
+    return row[0], int(row[1])
+
+
+def _as_duckdb_shows(memory_limit: str) -> str:
+    with duckdb.connect(":memory:", config={"memory_limit": memory_limit}) as conn:
+        row = conn.execute("SELECT current_setting('memory_limit')").fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_connections_get_memory_and_thread_limits(
+    catalog: DataCatalog, files: dict[str, Path]
+) -> None:
+    assert _settings(catalog, "sample") == (_as_duckdb_shows(DEFAULT_MEMORY_LIMIT), DEFAULT_THREADS)
+    with DataCatalog(include_sample=False, memory_limit="256MB", threads=1) as cat:
+        cat.register("sales", files["csv"])
+        cat.register("wh", files["duckdb"])
+        for source in ("sales", "wh"):
+            assert _settings(cat, source) == (_as_duckdb_shows("256MB"), 1)
+            with cat.cursor(source) as cur, pytest.raises(duckdb.Error, match="locked"):
+                cur.execute("SET memory_limit = '64GB'")
+            with cat.cursor(source) as cur, pytest.raises(duckdb.Error, match="locked"):
+                cur.execute("SET threads = 64")
+
+
+def test_limits_are_checked_when_the_catalog_is_made() -> None:
+    for bad in ({"memory_limit": "lots"}, {"memory_limit": ""}, {"threads": 0}):
+        with pytest.raises(ValueError):
+            DataCatalog(include_sample=False, **bad)
+    for timeout in (0, -1, float("inf"), float("nan"), "10"):
+        with pytest.raises(ValueError):
+            DataCatalog(include_sample=False, query_timeout_s=timeout)
+
+
+def test_other_limits_on_an_open_file_are_refused_not_rebuilt(
+    catalog: DataCatalog, sample_dir: Path
+) -> None:
+    sample = catalog.source("sample").path
+    mtime = sample.stat().st_mtime_ns
+    with pytest.raises(DataError, match=r"CONFIG_CONFLICT: .*same memory_limit and threads"):
+        DataCatalog(cache_dir=sample_dir, memory_limit="512MB")
+    assert sample.stat().st_mtime_ns == mtime  # the open file was not replaced
+    assert catalog.row_count("sample", "orders") == 5000
+
+
+def test_a_slow_query_times_out_and_the_next_one_runs(sample_dir: Path) -> None:
+    with DataCatalog(cache_dir=sample_dir, query_timeout_s=1) as cat:
+        tools = DataTools(cat)
+        # The model asks for more time than the catalog allows: the catalog wins.
+        result = tools.run_sql_readonly("sample", ENDLESS, timeout_s=60)
+        assert error_code(result) == "QUERY_TIMEOUT"
+        assert "after 1 s" in result["error"] and "narrow" in result["error"]
+        again = tools.run_sql_readonly("sample", "SELECT count(*) AS n FROM orders")
+        assert again["rows"] == [{"n": 5000}]
+        assert _settings(cat, "sample") == (_as_duckdb_shows(DEFAULT_MEMORY_LIMIT), 2)
+
+
+def test_every_cursor_has_a_time_limit(sample_dir: Path) -> None:
+    with DataCatalog(cache_dir=sample_dir, query_timeout_s=30) as cat:
+        with (
+            pytest.raises(DataError, match=r"QUERY_TIMEOUT: .*after 0.5 s"),
+            cat.cursor("sample", timeout_s=0.5) as cur,
+        ):
+            cur.execute(ENDLESS).fetchall()
+        # The limit covers the cursor: a statement started after it passed is stopped.
+        with (
+            pytest.raises(DataError, match="QUERY_TIMEOUT"),
+            cat.cursor("sample", timeout_s=0.3) as cur,
+        ):
+            assert cur.execute("SELECT count(*) FROM regions").fetchone() == (5,)
+            time.sleep(0.5)
+            cur.execute(ENDLESS).fetchall()
+        # A query that ends in time is not disturbed by the limit it did not reach.
+        with cat.cursor("sample", timeout_s=0.5) as cur:
+            assert cur.execute("SELECT count(*) FROM regions").fetchone() == (5,)
+        time.sleep(0.6)
+        assert cat.row_count("sample", "regions") == 5
+
+
 # -- discovery tools -----------------------------------------------------------------------
 
 
@@ -581,12 +675,26 @@ def test_register_bad_input(tmp_path: Path, files: dict[str, Path]) -> None:
 # -- ADK -----------------------------------------------------------------------------------
 
 
-async def test_adk_tools(tools: DataTools) -> None:
+async def _tool_context():
     from google.adk.agents.invocation_context import InvocationContext
     from google.adk.agents.llm_agent import LlmAgent
     from google.adk.sessions import InMemorySessionService
     from google.adk.tools.tool_context import ToolContext
 
+    sessions = InMemorySessionService()
+    session = await sessions.create_session(app_name="plangate-tests", user_id="u")
+    return ToolContext(
+        InvocationContext(
+            session_service=sessions,
+            invocation_id="inv-1",
+            session=session,
+            agent=LlmAgent(name="analyst"),
+        ),
+        function_call_id="call-1",
+    )
+
+
+async def test_adk_tools(tools: DataTools) -> None:
     adk_tools = data_adk_tools(tools)
     assert [t.name for t in adk_tools] == list(TOOL_NAMES)
     assert all(effect_of(t) is Effect.READ for t in adk_tools)
@@ -599,17 +707,7 @@ async def test_adk_tools(tools: DataTools) -> None:
     schema = json.dumps(run_decl.model_dump(exclude_none=True))
     assert "max_rows" in schema and "timeout_s" in schema and "self" not in schema
 
-    sessions = InMemorySessionService()
-    session = await sessions.create_session(app_name="plangate-tests", user_id="u")
-    context = ToolContext(
-        InvocationContext(
-            session_service=sessions,
-            invocation_id="inv-1",
-            session=session,
-            agent=LlmAgent(name="analyst"),
-        ),
-        function_call_id="call-1",
-    )
+    context = await _tool_context()
     result = await by_name["run_sql_readonly"].run_async(
         args={"source": "sample", "sql": "SELECT count(*) AS n FROM regions"},
         tool_context=context,
@@ -619,6 +717,34 @@ async def test_adk_tools(tools: DataTools) -> None:
         args={"source": "sample", "sql": "DROP TABLE regions"}, tool_context=context
     )
     assert error_code(refused) == SQL_NOT_READ_ONLY
+
+
+async def test_adk_tools_query_off_the_event_loop(sample_dir: Path) -> None:
+    with DataCatalog(cache_dir=sample_dir, query_timeout_s=1) as cat:
+        run = {t.name: t for t in data_adk_tools(DataTools(cat))}["run_sql_readonly"]
+        context = await _tool_context()
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.05)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        try:
+            result = await run.run_async(
+                args={"source": "sample", "sql": ENDLESS}, tool_context=context
+            )
+        finally:
+            ticker.cancel()
+        assert error_code(result) == "QUERY_TIMEOUT"
+        assert ticks >= 5  # the loop kept running while the query did
+        again = await run.run_async(
+            args={"source": "sample", "sql": "SELECT count(*) AS n FROM regions"},
+            tool_context=context,
+        )
+        assert again["rows"] == [{"n": 5}]
 
 
 def test_headline_numbers_are_stable(tools: DataTools) -> None:

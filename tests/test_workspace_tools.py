@@ -6,8 +6,10 @@ import asyncio
 import os
 import re
 import shlex
+import stat
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from google.adk.sessions import InMemorySessionService
 from google.adk.tools import FunctionTool
 from google.adk.tools.tool_context import ToolContext
 
+from plangate.agent import workspace as workspace_module
 from plangate.agent.workspace import (
     SAMPLE_FIX,
     Workspace,
@@ -263,6 +266,191 @@ async def test_edit_no_match_ambiguous_and_replace_all(call, root: Path):
     assert error_code(missing) == "NOT_FOUND"
     binary = await call("Edit", path="image.bin", old_string="add", new_string="sub")
     assert error_code(binary) == "BINARY_FILE"
+
+
+# ------------------------------------------------ containment: links, races, sizes
+
+
+@pytest.fixture
+def canary(tmp_path: Path) -> Path:
+    """A file outside the workspace that no tool may change."""
+    path = tmp_path / "canary.txt"
+    path.write_text("canary secret\n")
+    return path
+
+
+async def test_write_and_edit_refuse_a_hardlink_to_a_file_outside(call, root: Path, canary: Path):
+    os.link(canary, root / "linked.txt")
+    written = await call("Write", path="linked.txt", content="pwned\n")
+    assert error_code(written) == "HARDLINKED_FILE"
+    assert "2 links" in written["error"] and "change those copies" in written["error"]
+    edited = await call("Edit", path="linked.txt", old_string="secret", new_string="pwned")
+    assert error_code(edited) == "HARDLINKED_FILE"
+    assert canary.read_text() == "canary secret\n"
+    assert (root / "linked.txt").read_text() == "canary secret\n"
+    assert os.stat(canary).st_nlink == 2  # the link was neither written through nor split
+    assert not [p for p in os.listdir(root) if p.endswith(".tmp")]
+
+
+async def test_write_replaces_atomically_and_keeps_the_mode(call, root: Path):
+    target = root / "notes.txt"
+    target.chmod(0o640)
+    inode = target.stat().st_ino
+    result = await call("Write", path="notes.txt", content="new\n")
+    assert result == {"path": "notes.txt", "bytes_written": 4, "created": False}
+    assert target.read_text() == "new\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert target.stat().st_ino != inode  # a new file renamed into place
+    edited = await call("Edit", path="notes.txt", old_string="new", new_string="newer")
+    assert edited["replacements"] == 1 and stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert sorted(os.listdir(root)) == sorted(
+        ["pkg", "notes.txt", "image.bin", ".git", "link_out.txt", "linkdir"]
+    )
+    under_a_file = await call("Write", path="notes.txt/inner.txt", content="x")
+    assert error_code(under_a_file) == "NOT_A_FILE"
+
+
+class SwappingWorkspace(Workspace):
+    """A workspace whose paths are swapped for symlinks right after they are checked.
+
+    Plays the other side of a race: something replaces a checked folder or file with
+    a symlink to the outside between the check and the write.
+    """
+
+    def __init__(self, root: Path, swap: str, outside: Path) -> None:
+        super().__init__(root)
+        self.swap = swap
+        self.outside = outside
+
+    def resolve(self, path: str) -> Path:
+        resolved = super().resolve(path)
+        victim = self.root / self.swap
+        if not victim.is_symlink():
+            if victim.is_dir():
+                for child in victim.iterdir():
+                    child.unlink()
+                victim.rmdir()
+            else:
+                victim.unlink()
+            victim.symlink_to(self.outside)
+        return resolved
+
+
+async def test_a_symlink_swapped_in_after_the_check_cannot_redirect_writes(
+    root: Path, tmp_path: Path, canary: Path, tool_context
+):
+    async def run(ws: Workspace, name: str, **args):
+        tool = {t.name: t for t in workspace_tools(ws)}[name]
+        return await tool.run_async(args=args, tool_context=tool_context)
+
+    # A checked folder becomes a symlink to a folder outside.
+    (root / "sub").mkdir()
+    ws = SwappingWorkspace(root, "sub", tmp_path / "outside")
+    result = await run(ws, "Write", path="sub/new.txt", content="pwned")
+    assert error_code(result) == "PATH_OUTSIDE_WORKSPACE" and "symlink" in result["error"]
+    assert not (tmp_path / "outside" / "new.txt").exists()
+
+    # A checked file becomes a symlink to the canary.
+    for name, args in [
+        ("Write", {"content": "pwned"}),
+        ("Edit", {"old_string": "alpha", "new_string": "pwned"}),
+    ]:
+        (root / "target.txt").unlink(missing_ok=True)
+        (root / "target.txt").write_text("alpha\n")
+        ws = SwappingWorkspace(root, "target.txt", canary)
+        result = await run(ws, name, path="target.txt", **args)
+        assert error_code(result) == "PATH_OUTSIDE_WORKSPACE", (name, result)
+        assert canary.read_text() == "canary secret\n"
+
+
+async def test_edit_refuses_files_over_the_cap(call, root: Path, monkeypatch):
+    monkeypatch.setattr(workspace_module, "EDIT_MAX_FILE_BYTES", 1000)
+    (root / "big.txt").write_text("x" * 2000)
+    result = await call("Edit", path="big.txt", old_string="x", new_string="y", replace_all=True)
+    assert error_code(result) == "FILE_TOO_LARGE"
+    assert (root / "big.txt").read_text() == "x" * 2000
+
+
+async def _with_peak_allocation(pending) -> tuple[dict, int]:
+    """The tool result and the peak of memory allocated while it ran (all threads)."""
+    tracemalloc.start()
+    try:
+        result = await pending
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+async def test_read_never_loads_a_huge_single_line(call, root: Path):
+    size = 25_000_000
+    with (root / "one_line.txt").open("w") as fh:
+        fh.write("start " + "x" * (size - 10) + " end\n")
+
+    result, peak = await _with_peak_allocation(call("Read", path="one_line.txt"))
+    assert peak < 3_000_000, peak  # streamed in chunks, never the whole line or file
+    assert result["total_lines"] == 1 and result["truncated"] is True
+    line = result["content"]
+    assert line.startswith("     1\tstart xxx") and "... [truncated" in line
+    assert len(line) < workspace_module.MAX_LINE_CHARS + 100
+    assert "loads at most 10000000" in result["note"]
+    assert "longer than 2000 chars were cut" in result["note"]
+
+
+async def test_read_stops_at_the_byte_cap_and_says_where_to_continue(call, root: Path, monkeypatch):
+    monkeypatch.setattr(workspace_module, "READ_MAX_BYTES", 50_000)
+    (root / "log.txt").write_text("".join(f"entry {i:06d}\n" for i in range(20_000)))
+    head = await call("Read", path="log.txt", limit=3)
+    assert head["content"].split("\n") == [f"{n:>6}\tentry {n - 1:06d}" for n in (1, 2, 3)]
+    assert head["truncated"] is True
+    assert 3000 < head["total_lines"] < 20_000  # counted only as far as Read loads
+    assert "total_lines counts only" in head["note"] and "sed -n" in head["note"]
+    far = await call("Read", path="log.txt", offset=15_000)
+    assert far["content"] == "" and "past the part of the file Read loads" in far["note"]
+
+
+async def test_grep_caps_long_lines_while_scanning(call, root: Path):
+    long_line = "needle-at-start " + "y" * 1_500_000 + " needle-at-end"
+    (root / "minified.js").write_text(long_line + "\nshort needle\n")
+
+    found, peak = await _with_peak_allocation(call("Grep", pattern="needle-at-\\w+|short"))
+    assert peak < 3_000_000, peak
+    assert [m["line"] for m in found["matches"]] == [1, 2]
+    first = found["matches"][0]["text"]
+    assert first.startswith("needle-at-start yyy") and "... [truncated" in first
+    assert "searched only in their first part" in found["note"]
+    at_end = await call("Grep", pattern="needle-at-end", path="minified.js")
+    assert at_end["matches"] == []  # past the part of the line Grep searches, and said so
+    assert "searched only in their first part" in at_end["note"]
+
+
+async def test_grep_skips_huge_files_and_caps_bytes_per_call(call, root: Path, monkeypatch):
+    (root / "huge.txt").write_bytes(b"z" * (workspace_module.GREP_MAX_FILE_BYTES + 1))
+    skipped = await call("Grep", pattern="z", path="huge.txt")
+    assert skipped["matches"] == [] and "larger than 2000000 bytes" in skipped["note"]
+
+    monkeypatch.setattr(workspace_module, "GREP_MAX_SCAN_BYTES", 20_000)
+    (root / "many").mkdir()
+    for i in range(10):
+        (root / "many" / f"f{i}.txt").write_text("hit\n" * 1000)  # 4000 bytes each
+    result = await call("Grep", pattern="nothing-matches-this", path="many")
+    assert result["truncated"] is True
+    assert "stopped after reading 20000 bytes" in result["note"]
+
+
+async def test_grep_pattern_time_limit(call, root: Path):
+    (root / "evil.txt").write_text("a" * 40 + "b\nplain line\n" + "a" * 60 + "b\n")
+    # The classic nested quantifier: the regex engine answers it at once, no hang.
+    nested = await call("Grep", pattern="^(a+)+$", path="evil.txt")
+    assert nested == {"matches": [], "truncated": False}
+    # Overlapping alternatives do backtrack exponentially: stopped, with advice.
+    started = time.monotonic()
+    result = await call("Grep", pattern="(?i)(a|aa)+$", path="evil.txt")
+    assert error_code(result) == "PATTERN_TIMEOUT", result
+    assert "evil.txt:1" in result["error"] and "Simplify" in result["error"]
+    assert time.monotonic() - started < 30  # generous: the limit is 1 s per line
+    # Python `re` syntax and inline flags keep working.
+    flags = await call("Grep", pattern="(?i)PLAIN\\s+LINE$", path="evil.txt")
+    assert flags["matches"] == [{"path": "evil.txt", "line": 2, "text": "plain line"}]
 
 
 # ------------------------------------------------------------ confinement, every tool

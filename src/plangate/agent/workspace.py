@@ -7,9 +7,17 @@ target lies outside — is refused with a ``PATH_OUTSIDE_WORKSPACE`` error.
 Tools never raise: a failure comes back as ``{"error": "<CODE>: message"}`` so the
 model can correct itself within the same run. Codes: ``PATH_OUTSIDE_WORKSPACE``,
 ``NOT_FOUND``, ``NOT_A_FILE``, ``EDIT_NO_MATCH``, ``EDIT_AMBIGUOUS``,
-``INVALID_ARGS``, ``TIMEOUT``, ``BINARY_FILE``, plus ``IO_ERROR`` for an operating
-system error (permission denied, disk full, ...). Large outputs are truncated with
-an explicit note, never silently.
+``INVALID_ARGS``, ``TIMEOUT``, ``BINARY_FILE``, ``HARDLINKED_FILE`` (Write and Edit
+never change a file that has other hard links), ``FILE_TOO_LARGE`` (Edit of a file
+over 10 MB), ``PATTERN_TIMEOUT`` (a Grep pattern that backtracks for too long), plus
+``IO_ERROR`` for an operating system error (permission denied, disk full, ...).
+Large outputs are truncated with an explicit note, never silently.
+
+What a call may load is bounded: Read reads at most 10 MB of a file, Grep skips files
+over 2 MB and stops after 50 MB per call, and both cut long lines while reading, so
+one enormous line is never held whole. Write and Edit replace the file atomically
+through a descriptor of its folder, reached from the root without following
+symlinks.
 
 Each tool carries an effect declaration (:mod:`plangate.policy.effects`): Read, Grep
 and Glob are ``READ``; Write and Edit are ``WRITE``; Bash (:mod:`plangate.agent.bash_tool`)
@@ -30,15 +38,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import io
 import os
 import re
+import secrets
 import shutil
+import stat
+import time
 from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import regex
 from google.adk.tools import BaseTool, FunctionTool
 
 from plangate.agent.bash_tool import bash_tool
@@ -46,11 +60,14 @@ from plangate.agent.tool_errors import (
     BINARY_FILE,
     EDIT_AMBIGUOUS,
     EDIT_NO_MATCH,
+    FILE_TOO_LARGE,
+    HARDLINKED_FILE,
     INVALID_ARGS,
     IO_ERROR,
     NOT_A_FILE,
     NOT_FOUND,
     PATH_OUTSIDE_WORKSPACE,
+    PATTERN_TIMEOUT,
     WorkspaceError,
 )
 from plangate.agent.tool_errors import error_result as _error
@@ -101,10 +118,16 @@ SKIP_DIRS = frozenset(
     }
 )
 
-MAX_LINE_CHARS = 2000  # Read: longer lines are cut, with a marker
+MAX_LINE_CHARS = 2000  # Read: longer lines are cut while reading, with a marker
+READ_MAX_BYTES = 10_000_000  # Read stops reading a file after about this much, and says so
+EDIT_MAX_FILE_BYTES = 10_000_000  # Edit refuses larger files (it holds the whole file)
 GREP_MAX_MATCHES = 200
 GREP_LINE_CHARS = 300  # Grep: longer matching lines are cut, with a marker
+GREP_SCAN_LINE_CHARS = 20_000  # Grep searches only this much of each line, and says so
 GREP_MAX_FILE_BYTES = 2_000_000  # Grep skips larger files, and says so
+GREP_MAX_SCAN_BYTES = 50_000_000  # Grep stops after reading about this much per call
+GREP_LINE_TIMEOUT_S = 1.0  # the most one line may take to match
+GREP_PATTERN_BUDGET_S = 5.0  # the most matching may take in one Grep call
 GLOB_MAX_PATHS = 1000
 BINARY_SNIFF_BYTES = 8192
 
@@ -165,11 +188,59 @@ class Workspace:
 # --------------------------------------------------------------------------- helpers
 
 
-def _cut(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, with a marker saying how much was cut."""
-    if len(text) <= limit:
+def _cut(text: str, limit: int, dropped: int = 0) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying how much was cut.
+
+    ``dropped``: characters already cut from the end of ``text`` while reading.
+    """
+    if len(text) <= limit and not dropped:
         return text
-    return text[:limit] + " " + _truncation_marker(len(text) - limit)
+    return text[:limit] + " " + _truncation_marker(len(text) - min(limit, len(text)) + dropped)
+
+
+_LINE_CHUNK_CHARS = 64 * 1024
+
+
+class _CappedLines:
+    """The lines of a UTF-8 text file opened in binary mode, read in bounded pieces.
+
+    Iterating yields ``(line, dropped)``: the line without its ending, cut to
+    ``line_chars`` characters, and how many characters were cut. The rest of a long
+    line is read in chunks and only counted, so an enormous line is never held whole.
+    Reading stops once about ``max_bytes`` have been read; ``capped`` then says
+    whether the file had more. Lines end at ``\\n`` only, as in ``cat -n``.
+    """
+
+    def __init__(self, raw: IO[bytes], line_chars: int, max_bytes: int) -> None:
+        self._raw = raw
+        self._text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
+        self._line_chars = line_chars
+        self._max_bytes = max_bytes
+        self.capped = False
+
+    def _at_cap(self) -> bool:
+        # The buffered position runs ahead of the decoded text by at most one chunk.
+        if self._raw.tell() < self._max_bytes:
+            return False
+        self.capped = self._text.read(1) != ""
+        return True
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        while not self._at_cap():
+            piece = self._text.readline(self._line_chars + 1)
+            if not piece:
+                return
+            if piece.endswith("\n") or len(piece) <= self._line_chars:
+                yield piece.rstrip("\r\n"), 0
+                continue
+            dropped = len(piece) - self._line_chars
+            while not self._at_cap():
+                rest = self._text.readline(_LINE_CHUNK_CHARS)
+                if rest.endswith("\n") or not rest:
+                    dropped += len(rest.rstrip("\r\n"))
+                    break
+                dropped += len(rest)
+            yield piece[: self._line_chars], dropped
 
 
 def _require_int(value: Any, name: str, *, minimum: int) -> int:
@@ -205,6 +276,98 @@ def _existing_file(workspace: Workspace, path: str) -> Path:
     if not resolved.is_file():
         raise WorkspaceError(f"{path} is a directory, not a file (use Glob to list it)", NOT_A_FILE)
     return resolved
+
+
+# Write and Edit reach a file's folder one name at a time from the root, each step
+# opened with O_NOFOLLOW, and then replace the file by renaming a temporary file
+# written in that folder. A symlink swapped in after Workspace.resolve() checked the
+# path therefore cannot redirect the write: a symlinked folder fails to open, and the
+# rename replaces a symlinked file itself instead of writing through it. The rename
+# also never writes into the old file's inode, so hard-linked copies elsewhere are not
+# changed even if a link appears after the check; the explicit HARDLINKED_FILE refusal
+# tells the model why instead of silently splitting the copies.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _swapped(rel: str, name: str) -> WorkspaceError:
+    return WorkspaceError(
+        f"{rel} changed while it was being written: {name!r} became a symlink after the "
+        "path was checked; nothing was written",
+        PATH_OUTSIDE_WORKSPACE,
+    )
+
+
+def _is_symlink_at(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _open_folder(workspace: Workspace, folder: Path, rel: str, *, create: bool) -> Iterator[int]:
+    """A descriptor of ``folder`` (resolved, inside the root), reached without symlinks.
+
+    Missing folders are created when ``create`` is true.
+    """
+    fd = os.open(workspace.root, _DIR_FLAGS & ~os.O_NOFOLLOW)
+    try:
+        for name in folder.relative_to(workspace.root).parts:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, dir_fd=fd)
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink_at(fd, name):
+                    raise _swapped(rel, name) from None
+                raise
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _check_target(info: os.stat_result, rel: str) -> None:
+    """Refuse to replace anything but a regular file with a single link."""
+    if stat.S_ISLNK(info.st_mode):
+        raise _swapped(rel, rel.rsplit("/", 1)[-1])
+    if stat.S_ISDIR(info.st_mode):
+        raise WorkspaceError(f"{rel} is a directory", NOT_A_FILE)
+    if not stat.S_ISREG(info.st_mode):
+        raise WorkspaceError(f"{rel} is not a regular file", NOT_A_FILE)
+    if info.st_nlink > 1:
+        raise WorkspaceError(
+            f"{rel} has {info.st_nlink} links (hard links): the same file is reachable "
+            f"under {info.st_nlink - 1} other path(s), possibly outside the workspace, and "
+            "writing it would change those copies too; nothing was written. Write the "
+            "new content to a new path instead",
+            HARDLINKED_FILE,
+        )
+
+
+def _replace_file(folder: int, name: str, data: bytes, mode: int | None) -> None:
+    """Atomically make ``name`` in ``folder`` hold ``data``.
+
+    ``mode``: the permissions to keep (an existing file's), or None for a new file,
+    which gets the default permissions (0o666 less the umask).
+    """
+    temp = f".{name[:32]}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temp, flags, 0o666 if mode is None else 0o600, dir_fd=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=folder)
+        raise
 
 
 def _walk_files(workspace: Workspace, top: Path) -> Iterator[Path]:
@@ -322,22 +485,25 @@ def _read(workspace: Workspace, path: Any, offset: Any, limit: Any, max_chars: i
     limit = _require_int(limit, "limit", minimum=1)
     resolved = _existing_file(workspace, path)
     rel = workspace.relative(resolved)
-    with resolved.open("rb") as fh:
-        if _looks_binary(fh.read(BINARY_SNIFF_BYTES)):
+    with resolved.open("rb") as raw:
+        if _looks_binary(raw.read(BINARY_SNIFF_BYTES)):
             return _error(BINARY_FILE, f"{rel} looks like a binary file; Read shows text only")
-        fh.seek(0)
+        raw.seek(0)
+        size = os.fstat(raw.fileno()).st_size
+        lines = _CappedLines(raw, MAX_LINE_CHARS, READ_MAX_BYTES)
         shown: list[str] = []
         used = 0
         total = 0
         cut_by_size = False
         long_lines = 0
-        for raw in fh:
+        # Lines after the window are still counted (not kept), up to the byte cap,
+        # so total_lines is exact for every file Read loads whole.
+        for line, dropped in lines:
             total += 1
             if total <= offset or total > offset + limit or cut_by_size:
                 continue
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            if len(line) > MAX_LINE_CHARS:
-                line = _cut(line, MAX_LINE_CHARS)
+            if dropped:
+                line = _cut(line, MAX_LINE_CHARS, dropped)
                 long_lines += 1
             rendered = f"{total:>6}\t{line}"
             if used + len(rendered) + 1 > max_chars and shown:
@@ -347,7 +513,7 @@ def _read(workspace: Workspace, path: Any, offset: Any, limit: Any, max_chars: i
             used += len(rendered) + 1
     first = offset + 1
     last = offset + len(shown)
-    truncated = last < total
+    truncated = last < total or lines.capped
     result: dict[str, Any] = {
         "path": rel,
         "content": "\n".join(shown),
@@ -355,15 +521,26 @@ def _read(workspace: Workspace, path: Any, offset: Any, limit: Any, max_chars: i
         "truncated": truncated,
     }
     notes = []
-    if total == 0:
+    beyond = (
+        f"use Bash (e.g. sed -n '{max(first, total + 1)},{max(first, total + 1) + limit - 1}p' "
+        f"{rel}) for lines after {total}"
+    )
+    if total == 0 and not lines.capped:
         notes.append("the file is empty")
+    elif offset >= total and lines.capped:
+        notes.append(f"offset {offset} is past the part of the file Read loads; {beyond}")
     elif offset >= total:
         notes.append(f"offset {offset} is past the end of the file ({total} lines)")
-    elif truncated:
+    elif last < total:
         reason = f"output capped at {max_chars} chars" if cut_by_size else f"limit={limit}"
         notes.append(
             f"showing lines {first}-{last} of {total} ({reason}); "
             f"call Read with offset={last} to continue"
+        )
+    if lines.capped:
+        notes.append(
+            f"the file has {size} bytes and Read loads at most {READ_MAX_BYTES}: "
+            f"total_lines counts only the first {total} lines; {beyond}"
         )
     if long_lines:
         notes.append(f"{long_lines} line(s) longer than {MAX_LINE_CHARS} chars were cut")
@@ -372,18 +549,53 @@ def _read(workspace: Workspace, path: Any, offset: Any, limit: Any, max_chars: i
     return result
 
 
+def _compile_pattern(pattern: str) -> regex.Pattern[str]:
+    # The `regex` package keeps Python `re` syntax (version 0) and, unlike `re`, can
+    # stop a match that backtracks for too long (``timeout=``).
+    try:
+        return regex.compile(pattern)
+    except (regex.error, ValueError, OverflowError) as exc:
+        raise WorkspaceError(
+            f"invalid regular expression {pattern!r}: {exc}", INVALID_ARGS
+        ) from exc
+
+
+class _PatternClock:
+    """The time a Grep call's pattern may spend matching: per line and in total."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+
+    def search(self, compiled: regex.Pattern[str], line: str, where: str) -> bool:
+        allowed = min(GREP_LINE_TIMEOUT_S, GREP_PATTERN_BUDGET_S - self.spent)
+        started = time.monotonic()
+        try:
+            if allowed <= 0:
+                raise TimeoutError
+            found = compiled.search(line, timeout=allowed) is not None
+        except TimeoutError:
+            if allowed < GREP_LINE_TIMEOUT_S:
+                limit = f"more than {GREP_PATTERN_BUDGET_S:g} s in total (last at {where})"
+            else:
+                limit = f"more than {GREP_LINE_TIMEOUT_S:g} s on one line ({where})"
+            raise WorkspaceError(
+                f"matching the pattern took {limit}; it probably backtracks "
+                "catastrophically. Simplify it: avoid nested or overlapping repetition "
+                "such as (a+)+ or (a|aa)+, anchor it, or search for a literal part of "
+                "the text; narrowing path or glob also helps",
+                PATTERN_TIMEOUT,
+            ) from None
+        self.spent += time.monotonic() - started
+        return found
+
+
 def _grep(workspace: Workspace, pattern: Any, path: Any, glob: Any, max_chars: int) -> dict:
     pattern = _require_str(pattern, "pattern")
     path = _require_str(path, "path")
     if glob is not None:
         glob = _require_str(glob, "glob")
         _check_glob_pattern(glob, "glob")
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise WorkspaceError(
-            f"invalid regular expression {pattern!r}: {exc}", INVALID_ARGS
-        ) from exc
+    compiled = _compile_pattern(pattern)
     top = workspace.resolve(path)
     if not top.exists():
         raise WorkspaceError(f"{path} does not exist", NOT_FOUND)
@@ -398,40 +610,62 @@ def _grep(workspace: Workspace, pattern: Any, path: Any, glob: Any, max_chars: i
             if glob_re is None or _glob_matches(glob_re, f.relative_to(top).as_posix())
         )
 
+    clock = _PatternClock()
     matches: list[dict[str, Any]] = []
     used = 0
     truncated = False
     skipped_binary = 0
     skipped_large = 0
+    long_lines = 0
+    scanned = 0
+    scan_capped = False
     for file in files:
+        if scanned >= GREP_MAX_SCAN_BYTES:
+            scan_capped = truncated = True
+            break
         try:
             if file.stat().st_size > GREP_MAX_FILE_BYTES:
                 skipped_large += 1
                 continue
-            data = file.read_bytes()
+            raw = file.open("rb")
         except OSError:
             continue
-        if _looks_binary(data[:BINARY_SNIFF_BYTES]):
-            skipped_binary += 1
-            continue
-        text = data.decode("utf-8", errors="replace")
         rel = file.relative_to(workspace.root).as_posix()
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not regex.search(line):
+        with raw:
+            try:
+                if _looks_binary(raw.read(BINARY_SNIFF_BYTES)):
+                    skipped_binary += 1
+                    continue
+                raw.seek(0)
+                # A file that grew past the size cap since stat() is read only that far.
+                budget = min(GREP_MAX_FILE_BYTES, GREP_MAX_SCAN_BYTES - scanned)
+                lines = _CappedLines(raw, GREP_SCAN_LINE_CHARS, budget)
+                for number, (line, dropped) in enumerate(lines, start=1):
+                    long_lines += bool(dropped)
+                    if not clock.search(compiled, line, f"{rel}:{number}"):
+                        continue
+                    shown = _cut(line, GREP_LINE_CHARS, dropped)
+                    cost = len(rel) + len(shown) + 16
+                    if len(matches) >= GREP_MAX_MATCHES or (used + cost > max_chars and matches):
+                        truncated = True
+                        break
+                    matches.append({"path": rel, "line": number, "text": shown})
+                    used += cost
+                scanned += raw.tell()
+                if lines.capped and scanned >= GREP_MAX_SCAN_BYTES:
+                    scan_capped = truncated = True
+            except OSError:
                 continue
-            shown = _cut(line, GREP_LINE_CHARS)
-            cost = len(rel) + len(shown) + 16
-            if len(matches) >= GREP_MAX_MATCHES or (used + cost > max_chars and matches):
-                truncated = True
-                break
-            matches.append({"path": rel, "line": number, "text": shown})
-            used += cost
         if truncated:
             break
 
     result: dict[str, Any] = {"matches": matches, "truncated": truncated}
     notes = []
-    if truncated:
+    if scan_capped:
+        notes.append(
+            f"stopped after reading {GREP_MAX_SCAN_BYTES} bytes of files; narrow the path or glob"
+        )
+    elif truncated:
         notes.append(
             f"stopped after {len(matches)} matches (limit {GREP_MAX_MATCHES} matches or "
             f"{max_chars} chars); narrow the pattern, path or glob"
@@ -440,6 +674,11 @@ def _grep(workspace: Workspace, pattern: Any, path: Any, glob: Any, max_chars: i
         notes.append(f"skipped {skipped_binary} binary file(s)")
     if skipped_large:
         notes.append(f"skipped {skipped_large} file(s) larger than {GREP_MAX_FILE_BYTES} bytes")
+    if long_lines:
+        notes.append(
+            f"{long_lines} line(s) longer than {GREP_SCAN_LINE_CHARS} chars were searched "
+            "only in their first part"
+        )
     if notes:
         result["note"] = "; ".join(notes)
     return result
@@ -475,13 +714,20 @@ def _write(workspace: Workspace, path: Any, content: Any) -> dict:
     resolved = workspace.resolve(path)
     if resolved == workspace.root or resolved.is_dir():
         raise WorkspaceError(f"{path} is a directory", NOT_A_FILE)
-    created = not resolved.exists()
+    rel = workspace.relative(resolved)
     data = content.encode("utf-8")
-    resolved.parent.mkdir(parents=True, exist_ok=True)
-    # Re-check after creating folders: nothing may have been swapped in meanwhile.
-    workspace.resolve(str(resolved))
-    resolved.write_bytes(data)
-    return {"path": workspace.relative(resolved), "bytes_written": len(data), "created": created}
+    with _open_folder(workspace, resolved.parent, rel, create=True) as folder:
+        try:
+            existing: os.stat_result | None = os.stat(
+                resolved.name, dir_fd=folder, follow_symlinks=False
+            )
+        except FileNotFoundError:
+            existing = None
+        if existing is not None:
+            _check_target(existing, rel)
+        mode = None if existing is None else stat.S_IMODE(existing.st_mode)
+        _replace_file(folder, resolved.name, data, mode)
+    return {"path": rel, "bytes_written": len(data), "created": existing is None}
 
 
 def _edit(
@@ -494,28 +740,50 @@ def _edit(
         raise WorkspaceError("old_string and new_string are identical; nothing to do", INVALID_ARGS)
     resolved = _existing_file(workspace, path)
     rel = workspace.relative(resolved)
-    data = resolved.read_bytes()
-    if _looks_binary(data[:BINARY_SNIFF_BYTES]):
-        raise WorkspaceError(f"{rel} looks like a binary file; Edit changes text only", BINARY_FILE)
-    text = data.decode("utf-8", errors="surrogateescape")
-    count = text.count(old_string)
-    if count == 0:
-        raise WorkspaceError(
-            f"old_string not found in {rel} (it must match exactly, including whitespace "
-            "and indentation; Read the file first)",
-            EDIT_NO_MATCH,
+    with _open_folder(workspace, resolved.parent, rel, create=False) as folder:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(resolved.name, flags, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _swapped(rel, resolved.name) from None
+            raise
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            _check_target(info, rel)
+            if info.st_size > EDIT_MAX_FILE_BYTES:
+                raise WorkspaceError(
+                    f"{rel} has {info.st_size} bytes; Edit changes files up to "
+                    f"{EDIT_MAX_FILE_BYTES} bytes (use Bash, e.g. sed, for larger ones)",
+                    FILE_TOO_LARGE,
+                )
+            data = fh.read(EDIT_MAX_FILE_BYTES + 1)
+        if len(data) > EDIT_MAX_FILE_BYTES:
+            raise WorkspaceError(f"{rel} grew past {EDIT_MAX_FILE_BYTES} bytes", FILE_TOO_LARGE)
+        if _looks_binary(data[:BINARY_SNIFF_BYTES]):
+            raise WorkspaceError(
+                f"{rel} looks like a binary file; Edit changes text only", BINARY_FILE
+            )
+        text = data.decode("utf-8", errors="surrogateescape")
+        count = text.count(old_string)
+        if count == 0:
+            raise WorkspaceError(
+                f"old_string not found in {rel} (it must match exactly, including whitespace "
+                "and indentation; Read the file first)",
+                EDIT_NO_MATCH,
+            )
+        if count > 1 and not replace_all:
+            raise WorkspaceError(
+                f"old_string occurs {count} times in {rel}; pass more context or replace_all=true",
+                EDIT_AMBIGUOUS,
+            )
+        updated = (
+            text.replace(old_string, new_string)
+            if replace_all
+            else text.replace(old_string, new_string, 1)
         )
-    if count > 1 and not replace_all:
-        raise WorkspaceError(
-            f"old_string occurs {count} times in {rel}; pass more context or replace_all=true",
-            EDIT_AMBIGUOUS,
-        )
-    updated = (
-        text.replace(old_string, new_string)
-        if replace_all
-        else text.replace(old_string, new_string, 1)
-    )
-    resolved.write_bytes(updated.encode("utf-8", errors="surrogateescape"))
+        encoded = updated.encode("utf-8", errors="surrogateescape")
+        _replace_file(folder, resolved.name, encoded, stat.S_IMODE(info.st_mode))
     return {"path": rel, "replacements": count if replace_all else 1}
 
 
@@ -579,6 +847,8 @@ def workspace_tools(
 
         Binary files, files over 2 MB and folders such as .git, __pycache__,
         .venv and node_modules are skipped. Use "(?i)" for a case-insensitive search.
+        A pattern that takes too long to match (catastrophic backtracking) is
+        stopped with a PATTERN_TIMEOUT error: simplify it and search again.
 
         Args:
           pattern: Python `re` pattern, matched against each line.

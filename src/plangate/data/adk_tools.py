@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from google.adk.tools import FunctionTool
 
 from plangate.policy.effects import Effect, declare_effect
@@ -11,16 +16,32 @@ from .tools import TOOL_NAMES, DataTools
 __all__ = ["data_adk_tools"]
 
 
+def _off_the_loop(method: Callable[..., dict[str, Any]]) -> Callable[..., Awaitable[dict]]:
+    """An async twin of ``method`` that runs it on a worker thread.
+
+    ADK calls a synchronous tool function on the event loop, and a DuckDB query
+    blocks its thread until it ends. If the awaiting task is cancelled, the thread
+    runs on until the query ends or the catalog's time limit interrupts it.
+    """
+
+    @functools.wraps(method)
+    async def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(method, *args, **kwargs)
+
+    return run
+
+
 def data_adk_tools(data_tools: DataTools) -> list[FunctionTool]:
     """One ``FunctionTool`` per data tool, named after the protocol's action names.
 
     ADK names a ``FunctionTool`` after its function's ``__name__`` and describes it
     with the docstring, so the bound methods of ``data_tools`` give the tools their
-    names (``list_data_sources``, ``run_sql_readonly``, ...) and descriptions.
+    names (``list_data_sources``, ``run_sql_readonly``, ...), descriptions and
+    parameters; each runs on a worker thread, off the event loop.
     """
     tools = []
     for name in TOOL_NAMES:
-        tool = FunctionTool(getattr(data_tools, name))
+        tool = FunctionTool(_off_the_loop(getattr(data_tools, name)))
         declare_effect(tool, Effect.READ)
         tools.append(tool)
     return tools

@@ -11,10 +11,14 @@ source's locked-down connection:
 * On every connection, external access is disabled and the configuration locked
   before any query runs: no statement can read or write files, attach databases,
   install extensions or switch these settings back.
+* Every connection runs under a ``memory_limit`` and a ``threads`` limit, and every
+  cursor under a time limit: past it the running statement is interrupted and
+  :class:`DataError` ``QUERY_TIMEOUT`` raised, leaving the connection usable.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -26,10 +30,30 @@ from typing import Any, Literal
 
 import duckdb
 
-from ._duck import LOCKED_CONFIG, connect_read_only
+from ._duck import (
+    DEFAULT_MEMORY_LIMIT,
+    DEFAULT_THREADS,
+    LOCKED_CONFIG,
+    check_limits,
+    connect_read_only,
+    is_config_conflict,
+    limits_config,
+)
 from .sample import SAMPLE_DESCRIPTION, SAMPLE_VERSION, build_sample_database
 
-__all__ = ["DataCatalog", "DataError", "DataSource", "default_cache_dir", "quote_table"]
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "DEFAULT_QUERY_TIMEOUT_S",
+    "DEFAULT_THREADS",
+    "DataCatalog",
+    "DataError",
+    "DataSource",
+    "default_cache_dir",
+    "quote_table",
+]
+
+DEFAULT_QUERY_TIMEOUT_S = 60.0
+"""The longest one tool call's queries on a cursor may run before they are interrupted."""
 
 SourceKind = Literal["duckdb", "csv", "parquet"]
 
@@ -95,6 +119,44 @@ _MEMORY_CONFIG = {
 }
 
 
+class _Watchdog:
+    """Interrupts a cursor once ``seconds`` have passed, and keeps interrupting it.
+
+    An interrupt that lands between two statements is lost (DuckDB interrupts only a
+    running one), so after the deadline the cursor is interrupted again every
+    ``_REPEAT_S`` until :meth:`stop`: no statement started late escapes the limit.
+    """
+
+    _REPEAT_S = 0.1
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, seconds: float) -> None:
+        self._cursor = cursor
+        self._seconds = seconds
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self.fired = False
+        self._thread = threading.Thread(target=self._watch, name="duckdb-watchdog", daemon=True)
+
+    def _watch(self) -> None:
+        wait = self._seconds
+        while not self._stopped.wait(wait):
+            # Under the lock, so the cursor is never interrupted after stop() returned
+            # (the caller rolls back and closes it next).
+            with self._lock:
+                if self._stopped.is_set():
+                    return
+                self.fired = True
+                self._cursor.interrupt()
+            wait = self._REPEAT_S
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped.set()
+
+
 class DataCatalog:
     """Named data sources, each queried through a read-only, locked-down connection.
 
@@ -102,6 +164,11 @@ class DataCatalog:
     ``cache_dir``: the directory to build it in when ``default_path`` is not given
     (default :func:`default_cache_dir`). The sample is built on first use and reused
     after. ``include_sample=False`` starts with no sources.
+
+    Limits: ``memory_limit`` (DuckDB size syntax, e.g. ``'1GB'``) and ``threads`` apply
+    to every connection the catalog opens; ``query_timeout_s`` bounds the queries of
+    each :meth:`cursor`. DuckDB opens a file once per process, so two catalogs that
+    share a ``.duckdb`` file must use the same ``memory_limit`` and ``threads``.
     """
 
     def __init__(
@@ -110,7 +177,18 @@ class DataCatalog:
         *,
         cache_dir: str | os.PathLike[str] | None = None,
         include_sample: bool = True,
+        memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        threads: int = DEFAULT_THREADS,
+        query_timeout_s: float = DEFAULT_QUERY_TIMEOUT_S,
     ) -> None:
+        check_limits(memory_limit, threads)
+        if isinstance(query_timeout_s, bool) or not isinstance(query_timeout_s, int | float):
+            raise ValueError("query_timeout_s must be a number of seconds")
+        if not 0 < query_timeout_s < float("inf"):
+            raise ValueError("query_timeout_s must be positive and finite")
+        self.memory_limit = memory_limit
+        self.threads = threads
+        self.query_timeout_s = float(query_timeout_s)
         self._sources: dict[str, DataSource] = {}
         self._lock = threading.RLock()
         if include_sample:
@@ -119,7 +197,7 @@ class DataCatalog:
                 default_path = directory / f"sample-v{SAMPLE_VERSION}.duckdb"
             elif Path(default_path).is_dir():
                 default_path = Path(default_path) / f"sample-v{SAMPLE_VERSION}.duckdb"
-            path = build_sample_database(default_path)
+            path = build_sample_database(default_path, memory_limit=memory_limit, threads=threads)
             self.register(SAMPLE_SOURCE, path, description=SAMPLE_DESCRIPTION)
 
     # -- registration -------------------------------------------------------------
@@ -161,13 +239,21 @@ class DataCatalog:
     def _open(
         self, kind: SourceKind, file: Path
     ) -> tuple[duckdb.DuckDBPyConnection, tuple[str, ...]]:
+        limits = limits_config(self.memory_limit, self.threads)
         try:
             if kind == "duckdb":
-                conn = connect_read_only(file)
+                conn = connect_read_only(file, memory_limit=self.memory_limit, threads=self.threads)
             else:
                 # Loading the file needs file access; _lock_down() then takes it away.
-                conn = duckdb.connect(":memory:", config=dict(_MEMORY_CONFIG))
+                conn = duckdb.connect(":memory:", config={**_MEMORY_CONFIG, **limits})
         except duckdb.Error as err:
+            if is_config_conflict(err):
+                raise DataError(
+                    "CONFIG_CONFLICT",
+                    f"{file.name!r} is already open in this process with other limits; "
+                    f"open it with the same memory_limit and threads (this catalog: "
+                    f"{self.memory_limit}, {self.threads})",
+                ) from None
             raise DataError("INVALID_FILE", f"cannot open {file.name!r}: {err}") from None
         try:
             if kind != "duckdb":
@@ -261,16 +347,40 @@ class DataCatalog:
     # -- querying -----------------------------------------------------------------
 
     @contextmanager
-    def cursor(self, source: str) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A fresh cursor on ``source``'s connection, inside a rolled-back transaction."""
+    def cursor(
+        self, source: str, *, timeout_s: float | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A fresh cursor on ``source``'s connection, inside a rolled-back transaction.
+
+        What runs on the cursor must finish within ``timeout_s`` seconds (default and
+        ceiling: ``query_timeout_s``). Past that the running statement is interrupted
+        and :class:`DataError` ``QUERY_TIMEOUT`` raised; the source stays usable.
+        Call this off the event loop: statements block the calling thread.
+        """
         found = self.source(source)
         if found._conn is None:
             raise DataError("SOURCE_CLOSED", f"source {source!r} is closed")
+        limit = self.query_timeout_s
+        if timeout_s is not None and not math.isnan(timeout_s):
+            limit = min(max(timeout_s, 0.001), limit)
         cur = found._conn.cursor()
+        watchdog = _Watchdog(cur, limit)
         try:
             cur.begin()
+            watchdog.start()
             yield cur
+        except duckdb.Error:
+            watchdog.stop()
+            if watchdog.fired:
+                raise DataError(
+                    "QUERY_TIMEOUT",
+                    f"the query was cancelled after {limit:g} s, the time limit; narrow it: "
+                    "aggregate more, filter earlier, select fewer columns, or check the "
+                    "joins for a row explosion",
+                ) from None
+            raise
         finally:
+            watchdog.stop()
             with suppress(duckdb.Error):
                 cur.rollback()
             cur.close()

@@ -28,7 +28,12 @@ from pathlib import Path
 
 import duckdb
 
-from ._duck import connect_read_only
+from ._duck import (
+    DEFAULT_MEMORY_LIMIT,
+    DEFAULT_THREADS,
+    connect_read_only,
+    is_config_conflict,
+)
 
 __all__ = [
     "DEFAULT_SEED",
@@ -239,18 +244,21 @@ def generate_sample(seed: int = DEFAULT_SEED) -> dict[str, list[tuple]]:
     }
 
 
-def _is_current(path: Path, seed: int) -> bool:
+def _is_current(path: Path, seed: int, memory_limit: str, threads: int) -> bool:
     """Whether ``path`` holds a complete sample database of this version and seed."""
     try:
-        with connect_read_only(path) as conn:
+        with connect_read_only(path, memory_limit=memory_limit, threads=threads) as conn:
             found = dict(
                 conn.execute(
                     "SELECT table_name, comment FROM duckdb_tables() "
                     "WHERE schema_name = 'main' AND NOT internal"
                 ).fetchall()
             )
-    except duckdb.Error:
-        return False
+    except duckdb.Error as err:
+        # Open in this process with other limits: a catalog checked it when opening
+        # it, and replacing a file under an open connection would corrupt its reads.
+        # Opening it for the catalog then reports the conflict.
+        return is_config_conflict(err)
     return set(TABLES) <= set(found) and _provenance(seed) in (found.get("orders") or "")
 
 
@@ -279,15 +287,23 @@ def _write(path: Path, seed: int) -> None:
         conn.execute("CHECKPOINT")
 
 
-def build_sample_database(path: str | os.PathLike[str], seed: int = DEFAULT_SEED) -> Path:
+def build_sample_database(
+    path: str | os.PathLike[str],
+    seed: int = DEFAULT_SEED,
+    *,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    threads: int = DEFAULT_THREADS,
+) -> Path:
     """Write the sample database to ``path`` (a ``.duckdb`` file) and return the path.
 
     Idempotent: an existing complete database of the same version and seed is kept;
     a missing, partial or outdated one is rebuilt. The file is written under a
     temporary name and moved into place, so readers never see a half-built file.
+    ``memory_limit`` and ``threads``: the limits the catalog that will read the file
+    opens it with (DuckDB wants one configuration per file within a process).
     """
     target = Path(path).expanduser().resolve()
-    if target.exists() and _is_current(target, seed):
+    if target.exists() and _is_current(target, seed, memory_limit, threads):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")

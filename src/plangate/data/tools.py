@@ -3,7 +3,9 @@
 Every method reports failure as ``{"error": "CODE: message"}`` and never raises, so a
 model gets an answer it can act on. All SQL goes through
 :func:`~plangate.data.sql_guard.validate_readonly_sql` and runs on the catalog's
-read-only connections.
+read-only connections, under its memory, thread and time limits (a query past its time
+limit answers ``QUERY_TIMEOUT``). The methods block: :func:`~plangate.data.data_adk_tools`
+runs them off the event loop.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ TOOL_NAMES = (
 MAX_ROWS_CAP = 5000
 PREVIEW_CAP = 100
 LOOKUP_CAP = 100
-MAX_TIMEOUT_S = 120.0
 EXPLAIN_CHARS = 4000
 _KEEP_RUNS = 256
 
@@ -365,7 +366,8 @@ class DataTools:
           source: The data source name.
           sql: The SELECT statement (DuckDB SQL), normally one checked by plan_query.
           max_rows: The most rows to return (at most 5000).
-          timeout_s: Seconds before the query is cancelled (at most 120).
+          timeout_s: Seconds before the query is cancelled (at most the data
+            catalog's limit, 60 unless configured otherwise).
 
         Returns:
           {"query_id", "sql", "columns", "column_types", "rows" (list of objects),
@@ -374,33 +376,15 @@ class DataTools:
         validated = self._validate(source, sql)
         max_rows = _clamp_int(max_rows, 1, MAX_ROWS_CAP, 200)
         try:
-            timeout = min(max(float(timeout_s), 0.001), MAX_TIMEOUT_S)
+            timeout = float(timeout_s)
         except (TypeError, ValueError):
             timeout = 10.0
-        fired = threading.Event()
-        with self.catalog.cursor(source) as cur:
-
-            def cancel() -> None:
-                fired.set()
-                cur.interrupt()
-
-            timer = threading.Timer(timeout, cancel)
-            timer.daemon = True
-            timer.start()
-            try:
-                cur.execute(validated.sql)
-                description = cur.description or []
-                raw = cur.fetchmany(max_rows + 1)
-            except duckdb.Error as err:
-                if fired.is_set() or isinstance(err, duckdb.InterruptException):
-                    return _error(
-                        "QUERY_TIMEOUT",
-                        f"the query was cancelled after {timeout:g} s; aggregate more, "
-                        "filter earlier or check the joins",
-                    )
-                raise
-            finally:
-                timer.cancel()
+        # The catalog caps the limit, interrupts the cursor past it and raises
+        # QUERY_TIMEOUT.
+        with self.catalog.cursor(source, timeout_s=timeout) as cur:
+            cur.execute(validated.sql)
+            description = cur.description or []
+            raw = cur.fetchmany(max_rows + 1)
         columns = _unique_columns([d[0] for d in description])
         truncated = len(raw) > max_rows
         rows = [dict(zip(columns, map(to_jsonable, row), strict=True)) for row in raw[:max_rows]]
