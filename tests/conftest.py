@@ -73,3 +73,18 @@ def sandbox_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
         require_service(f"bubblewrap: {status.detail}")
     yield request.param
     sandbox_status.cache_clear()
+
+
+@pytest.fixture
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """For behaviour only the sandbox can give (confining an approved command): the
+    bubblewrap sandbox must be there, and under CI it is."""
+    from plangate.sandbox import sandbox_status
+
+    monkeypatch.delenv("PLANGATE_SANDBOX", raising=False)
+    sandbox_status.cache_clear()
+    status = sandbox_status()
+    if not status.available:
+        require_service(f"bubblewrap: {status.detail}")
+    yield
+    sandbox_status.cache_clear()

@@ -183,15 +183,9 @@ async def test_no_connection_leaves_while_planning(
     assert seen == []
 
 
-def _sandbox_only(mode: str) -> None:
-    if mode != "sandbox":
-        pytest.skip("without a sandbox the parser cannot confine an approved command")
-
-
 async def test_after_approval_only_the_workspace_is_writable(
-    tmp_path: Path, outside: Path, listener: tuple[int, list[str]], sandbox_mode: str
+    tmp_path: Path, outside: Path, listener: tuple[int, list[str]], sandbox: None
 ) -> None:
-    _sandbox_only(sandbox_mode)
     port, seen = listener
     workspace = copy_sample_workspace(tmp_path / "ws")
     model = ScriptedLlm()
@@ -219,9 +213,8 @@ async def test_after_approval_only_the_workspace_is_writable(
 
 
 async def test_approved_plan_acts_in_the_workspace_only(
-    tmp_path: Path, outside: Path, sandbox_mode: str
+    tmp_path: Path, outside: Path, sandbox: None
 ) -> None:
-    _sandbox_only(sandbox_mode)
     from plangate.adk.session import PlanSession
 
     workspace = copy_sample_workspace(tmp_path / "ws")
@@ -268,9 +261,8 @@ async def test_no_secret_is_visible(
 
 
 async def test_the_database_is_hidden_from_commands(
-    tmp_path: Path, outside: Path, sandbox_mode: str
+    tmp_path: Path, outside: Path, sandbox: None
 ) -> None:
-    _sandbox_only(sandbox_mode)
     workspace = copy_sample_workspace(tmp_path / "ws")
     database = outside / "p.db"
     model = ScriptedLlm()
@@ -302,8 +294,7 @@ async def test_a_timeout_leaves_no_process_and_no_temp_file(
     assert not list(Path("/tmp").glob("plangate-cmd-*/" + marker))
 
 
-async def test_harmless_commands_run_while_planning(tmp_path: Path, sandbox_mode: str) -> None:
-    _sandbox_only(sandbox_mode)
+async def test_harmless_commands_run_while_planning(tmp_path: Path, sandbox: None) -> None:
     workspace = copy_sample_workspace(tmp_path / "ws")
     harness, model = await planning_harness(workspace, tmp_path)
     commands = [
