@@ -886,3 +886,14 @@ async def test_a_human_reply_comes_back_as_its_result_under_protocol_governance(
     assert state == await data_client.stored_state()
     assert state[PROTOCOL]["protocol"] == "general-task"
     assert approval["metadata"]["revision"] == state["plan:orchestrator"]["contentRevisions"]
+
+
+async def test_info_says_what_contains_the_agents_commands(
+    sandbox_mode: str, client: Client
+) -> None:
+    info = (await client.http.get("/api/info")).json()["sandbox"]
+    if sandbox_mode == "sandbox":
+        assert info["available"] is True and info["detail"].startswith("bubblewrap sandbox")
+    else:
+        assert info["available"] is False
+        assert "shell parser only" in info["detail"]
