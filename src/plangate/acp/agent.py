@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sys
 import uuid
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp import PROTOCOL_VERSION, RequestError
 from acp.helpers import update_agent_message_text
 from acp.interfaces import Client
 from acp.schema import (
@@ -50,13 +48,11 @@ from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
 from plangate.plan.record import PlanStatus
 
-__all__ = ["PlangateAgent", "run_stdio"]
+__all__ = ["PlangateAgent"]
 
 logger = logging.getLogger("plangate.acp")
 
 USER_ID = "user"
-# ACP messages may carry whole files (embedded resources); the asyncio default is 64 KiB.
-STDIO_LIMIT = 50 * 1024 * 1024
 
 
 @dataclass
@@ -445,26 +441,3 @@ def _replied_calls(message: str | types.Content) -> list[tuple[str, str]]:
         for p in message.parts or []
         if p.function_response is not None and p.function_response.id
     ]
-
-
-async def run_stdio(agent: PlangateAgent) -> None:
-    """Serve ``agent`` on stdin/stdout until the editor closes the connection.
-
-    Standard output carries the protocol and nothing else: the process's own fd 1 is
-    pointed at stderr first, so a stray print or a child process writing there cannot
-    corrupt the stream.
-    """
-    if os.name == "nt":  # pragma: no cover - the pipe setup below is POSIX only
-        await run_agent(agent)
-        return
-    sys.stdout.flush()
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=STDIO_LIMIT)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", buffering=0)
-    )
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    await run_agent(agent, input_stream=writer, output_stream=reader)
