@@ -110,8 +110,8 @@ async def test_planned_fix_with_question_and_approval_in_one_prompt(
         assert [u.status for u in client.results(late_edit.tool_call_id)] == ["completed"]
 
         (question, options, _), (approval, approval_options, asked_at) = client.permissions
-        assert [o.name for o in options] == OPTIONS
-        assert [o.option_id for o in options] == ["0", "1"]
+        assert [o.name for o in options] == [*OPTIONS, "Answer in my own words"]
+        assert [o.option_id for o in options] == ["0", "1", "in_words"]
         assert approval.kind == "switch_mode"
         assert approval.title == "Approve plan (revision 1)"
         assert approval.raw_input["revision"] == 1 and len(approval.raw_input["sha256"]) == 64
@@ -119,6 +119,7 @@ async def test_planned_fix_with_question_and_approval_in_one_prompt(
         assert [(o.name, o.kind) for o in approval_options] == [
             ("Approve", "allow_once"),
             ("Keep planning", "reject_once"),
+            ("Reject with a note", "reject_once"),
         ]
         [answered] = client.results(question.tool_call_id)
         assert answered.status == "completed" and answered.raw_output["answer"] == OPTIONS[0]
@@ -156,6 +157,7 @@ async def test_the_agent_asks_to_enter_plan_mode_and_the_editor_follows(
         assert [(o.name, o.kind) for o in options] == [
             ("Enter Plan Mode", "allow_once"),
             ("No", "reject_once"),
+            ("No, with a note", "reject_once"),
         ]
         [entered] = client.results(entry.tool_call_id)
         assert entered.status == "completed" and entered.raw_output["status"] == "approved"
@@ -308,8 +310,9 @@ def test_mapping_modes_kinds_and_bound_replies() -> None:
     }
 
     question = request("question", message="Anything else?")
-    [skip] = mapping.permission_options(question)
+    skip, words = mapping.permission_options(question)
     assert (skip.name, skip.kind) == ("Skip", "reject_once")
+    assert (words.name, words.option_id) == ("Answer in my own words", "in_words")
     selected = AllowedOutcome(outcome="selected", option_id="skip")
     assert reply_of(mapping.reply_for(question, selected))["answer"] == "(no answer)"
 

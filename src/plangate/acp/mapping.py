@@ -25,11 +25,15 @@ from acp.helpers import (
     update_user_message_text,
 )
 from acp.schema import (
+    AcceptElicitationResponse,
     AgentPlanUpdate,
     AllowedOutcome,
     ConfigOptionUpdate,
     CurrentModeUpdate,
     DeniedOutcome,
+    ElicitationFormSessionMode,
+    ElicitationSchema,
+    ElicitationStringPropertySchema,
     PermissionOption,
     PlanEntry,
     SessionConfigOptionSelect,
@@ -57,20 +61,30 @@ __all__ = [
     "EventMapper",
     "ToolCallFields",
     "config_options",
+    "elicited_words",
     "mode_changed",
     "mode_id",
+    "next_message_notice",
+    "not_sent_notice",
     "permission_options",
     "plan_entries",
     "plan_update",
     "prompt_text",
+    "protocol_refusal",
+    "reask_notice",
     "reply_for",
+    "reply_with_words",
     "request_tool_call",
     "resolution_update",
     "session_modes",
+    "shown_plan",
     "tool_kind",
     "tool_title",
     "unknown_mode_message",
+    "wants_words",
     "withdrawn",
+    "words_form",
+    "words_prompt",
 ]
 
 DEFAULT_MODE = "default"
@@ -406,13 +420,16 @@ def plan_update(entries: Sequence[PlanEntry]) -> AgentPlanUpdate:
 class ToolCallFields:
     """A pending request shown as a tool call: the card update and the permission subject."""
 
-    def __init__(self, request: PendingRequest, record: PlanRecord | None) -> None:
+    def __init__(
+        self, request: PendingRequest, record: PlanRecord | None, plan_file: Path | None = None
+    ) -> None:
         payload = request.payload
         self.call_id = request.call_id
         self.kind: ToolKind = "switch_mode" if request.kind in ("enter", "exit") else "think"
         self.content: list[Any] | None = None
+        self.locations: list[ToolCallLocation] | None = None
         if request.kind == "exit":
-            content = str(payload.get("content") or (record.content if record else ""))
+            content = shown_plan(request, record)
             self.title = f"Approve plan (revision {request.revision})"
             self.raw_input: dict[str, Any] = {
                 "plan": content,
@@ -422,7 +439,17 @@ class ToolCallFields:
                 "objective": payload.get("objective"),
                 "approval_id": request.approval_id,
             }
-            self.content = [_text(content)] if content else None
+            self.content = [_text(content)] if content else []
+            if plan_file is not None:
+                self.raw_input["plan_file"] = str(plan_file)
+                self.locations = [ToolCallLocation(path=str(plan_file))]
+                self.content.append(
+                    _text(
+                        f"The plan is also in {plan_file}: edit it there and save before "
+                        "you answer, and the saved text is what you approve."
+                    )
+                )
+            self.content = self.content or None
         elif request.kind == "enter":
             objective = str(payload.get("objective") or "")
             self.title = (
@@ -450,6 +477,7 @@ class ToolCallFields:
                 kind=self.kind,
                 status="pending",
                 content=self.content,
+                locations=self.locations,
                 raw_input=self.raw_input,
             )
         return start_tool_call(
@@ -458,6 +486,7 @@ class ToolCallFields:
             kind=self.kind,
             status="pending",
             content=self.content,
+            locations=self.locations,
             raw_input=self.raw_input,
         )
 
@@ -468,12 +497,25 @@ class ToolCallFields:
             kind=self.kind,
             status="pending",
             content=self.content,
+            locations=self.locations,
             raw_input=self.raw_input,
         )
 
 
-def request_tool_call(request: PendingRequest, record: PlanRecord | None) -> ToolCallFields:
-    return ToolCallFields(request, record)
+def request_tool_call(
+    request: PendingRequest, record: PlanRecord | None, plan_file: Path | None = None
+) -> ToolCallFields:
+    return ToolCallFields(request, record, plan_file)
+
+
+def shown_plan(request: PendingRequest, record: PlanRecord | None) -> str:
+    """The plan text an approval request shows (the revision it is bound to)."""
+    return str(request.payload.get("content") or (record.content if record else ""))
+
+
+IN_WORDS = "in_words"
+WORDS_FIELD = "text"
+"""The option that asks for free text (an answer, a rejection note) instead of a choice."""
 
 
 def permission_options(request: PendingRequest) -> list[PermissionOption]:
@@ -481,36 +523,48 @@ def permission_options(request: PendingRequest) -> list[PermissionOption]:
         return [
             PermissionOption(option_id="approve", name="Approve", kind="allow_once"),
             PermissionOption(option_id="keep_planning", name="Keep planning", kind="reject_once"),
+            PermissionOption(option_id=IN_WORDS, name="Reject with a note", kind="reject_once"),
         ]
     if request.kind == "enter":
         return [
             PermissionOption(option_id="enter", name="Enter Plan Mode", kind="allow_once"),
             PermissionOption(option_id="no", name="No", kind="reject_once"),
+            PermissionOption(option_id=IN_WORDS, name="No, with a note", kind="reject_once"),
         ]
-    options = [str(o) for o in request.payload.get("options") or []]
-    if not options:
-        return [PermissionOption(option_id="skip", name="Skip", kind="reject_once")]
-    return [
-        PermissionOption(option_id=str(index), name=text, kind="allow_once")
-        for index, text in enumerate(options)
+    options = [
+        PermissionOption(option_id=str(index), name=str(text), kind="allow_once")
+        for index, text in enumerate(request.payload.get("options") or [])
     ]
+    if not options:
+        options.append(PermissionOption(option_id="skip", name="Skip", kind="reject_once"))
+    options.append(
+        PermissionOption(option_id=IN_WORDS, name="Answer in my own words", kind="allow_once")
+    )
+    return options
+
+
+def wants_words(outcome: AllowedOutcome | DeniedOutcome) -> bool:
+    """Whether the user picked the free-text option."""
+    return isinstance(outcome, AllowedOutcome) and outcome.option_id == IN_WORDS
 
 
 def reply_for(
-    request: PendingRequest, outcome: AllowedOutcome | DeniedOutcome
+    request: PendingRequest, outcome: AllowedOutcome | DeniedOutcome, content: str | None = None
 ) -> types.Content | None:
     """The bound reply for the option the user picked; None when the prompt was cancelled.
+    ``content`` is the plan as the user edited it (an approval request only).
 
-    Raises ValueError for an option that was not offered.
+    Raises ValueError for an option that was not offered, or for the free-text option
+    (its reply needs the text: :func:`reply_with_words`).
     """
     if isinstance(outcome, DeniedOutcome) or outcome.outcome == "cancelled":
         return None
     choice = outcome.option_id
     if request.kind == "exit":
         if choice == "approve":
-            return PlanSession.approve(request)
+            return PlanSession.approve(request, content=content)
         if choice == "keep_planning":
-            return PlanSession.reject(request, note=KEEP_PLANNING_NOTE)
+            return PlanSession.reject(request, note=KEEP_PLANNING_NOTE, content=content)
     elif request.kind == "enter":
         if choice in ("enter", "no"):
             return PlanSession.confirm_enter(request, choice == "enter")
@@ -521,6 +575,83 @@ def reply_for(
         if choice.isdigit() and int(choice) < len(options):
             return PlanSession.answer(request, options[int(choice)])
     raise ValueError(f"option {choice!r} was not offered for this {request.kind} request")
+
+
+def reply_with_words(
+    request: PendingRequest, text: str, content: str | None = None
+) -> types.Content:
+    """The bound reply carrying the user's own words: the answer to a question, the note
+    that rejects a plan (with the edited plan, if any) or declines Plan Mode."""
+    if request.kind == "exit":
+        return PlanSession.reject(request, note=text, content=content)
+    if request.kind == "enter":
+        return PlanSession.confirm_enter(request, False, text)
+    return PlanSession.answer(request, text)
+
+
+def words_prompt(request: PendingRequest) -> str:
+    """What the user is asked to type for the free-text option."""
+    if request.kind == "exit":
+        return f"What should change in plan revision {request.revision}?"
+    if request.kind == "enter":
+        return "Why not plan first? Your note goes to the agent."
+    return str(request.payload.get("message") or "Your answer")
+
+
+def next_message_notice(request: PendingRequest) -> str:
+    """The agent message binding the user's next prompt to an open request."""
+    if request.kind == "exit":
+        what = f"the note that rejects plan revision {request.revision}"
+    elif request.kind == "enter":
+        what = "your note declining Plan Mode"
+    else:
+        what = f"your answer to “{_clip(str(request.payload.get('message') or ''), 120)}”"
+    return (
+        f"Type {what} as your next message: it is sent to this request, not as a new task. "
+        "(/plan off leaves Plan Mode instead.)"
+    )
+
+
+def reask_notice(request: PendingRequest) -> str:
+    """After a load: the request still open, asked again at the next message."""
+    if request.kind == "exit":
+        what = f"The approval of plan revision {request.revision} is still open"
+    elif request.kind == "enter":
+        what = "The agent's request to enter Plan Mode is still open"
+    else:
+        what = f"The question “{_clip(str(request.payload.get('message') or ''), 120)}” is open"
+    return f"{what}: it is asked again when you send your next message."
+
+
+def not_sent_notice(text: str) -> str:
+    return (
+        f"Your message “{_clip(text, 120)}” was not sent to the agent while a request is "
+        "open; send it again once the request is answered."
+    )
+
+
+def words_form(request: PendingRequest, session_id: str) -> ElicitationFormSessionMode:
+    """The form elicitation asking for the free-text reply (one required text field)."""
+    return ElicitationFormSessionMode(
+        session_id=session_id,
+        tool_call_id=request.call_id,
+        requested_schema=ElicitationSchema(
+            properties={
+                WORDS_FIELD: ElicitationStringPropertySchema(
+                    type="string", title=words_prompt(request), min_length=1
+                )
+            },
+            required=[WORDS_FIELD],
+        ),
+    )
+
+
+def elicited_words(response: Any) -> str | None:
+    """The text an accepted form elicitation returned; None when declined or empty."""
+    if not isinstance(response, AcceptElicitationResponse):
+        return None
+    text = str((response.content or {}).get(WORDS_FIELD) or "").strip()
+    return text or None
 
 
 def withdrawn(call_id: str) -> ToolCallProgress:
@@ -534,4 +665,30 @@ def withdrawn(call_id: str) -> ToolCallProgress:
                 "or answered elsewhere; nothing was changed."
             )
         ],
+    )
+
+
+# -- protocol governance ------------------------------------------------------------------
+
+
+def protocol_refusal(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
+    """What to tell the user when protocol governance failed THIS turn's run (its
+    completion gate refused to let it end as done); None otherwise. A failure already on
+    display before the turn is not news."""
+    if not after or after.get("run_status") != "failed":
+        return None
+    if (
+        before
+        and before.get("run_id") == after.get("run_id")
+        and before.get("run_status") == "failed"
+    ):
+        return None
+    code = str(after.get("run_outcome_code") or "PROTOCOL_RUN_FAILED")
+    message = str(after.get("run_outcome_message") or "")
+    detail = message if message.startswith(code) else f"{code}: {message}" if message else code
+    return (
+        f"Protocol governance ended this run as failed — {detail}\n\n"
+        f"The run was refused under protocol {after.get('protocol')}@{after.get('version')}. "
+        "Type “try again” to retry (the agent can hand the task over to the protocol it "
+        "needs, such as data-analysis), or rephrase the request."
     )

@@ -141,7 +141,7 @@ async def run_stdio(agent: Agent) -> None:
 
     Standard output carries the protocol and nothing else: the process's own fd 1 is
     pointed at stderr first, so a stray print or a child process writing there cannot
-    corrupt the stream.
+    corrupt the stream. An agent with an ``aclose`` coroutine is closed at the end.
     """
     if os.name == "nt":  # pragma: no cover - the pipe setup below is POSIX only
         await run_agent(agent)
@@ -156,4 +156,9 @@ async def run_stdio(agent: Agent) -> None:
         asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", buffering=0)
     )
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    await run_agent(agent, GuardedStdio(reader, writer))
+    try:
+        await run_agent(agent, GuardedStdio(reader, writer))
+    finally:
+        close = getattr(agent, "aclose", None)
+        if close is not None:  # what the agent started for its sessions (MCP servers)
+            await close()
