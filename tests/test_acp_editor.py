@@ -4,12 +4,26 @@ plan edits in a file, re-asked approvals, protocol refusals and MCP servers."""
 
 from __future__ import annotations
 
+import hashlib
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
-from acp_support import editor, new_session, prompt
+from acp import PROTOCOL_VERSION
+from acp.schema import (
+    AgentMessageChunk,
+    AvailableCommandsUpdate,
+    ClientCapabilities,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
+    ToolCallStart,
+)
 
+from acp_support import CANCEL, DECLINE, FIXED, editor, new_session, open_session, prompt
 from plangate.agent.workspace import copy_sample_workspace
+from plangate.models.demo import QUESTION
+from plangate.plan import PlanStatus
 
 
 @pytest.fixture
@@ -58,3 +72,208 @@ async def test_garbage_lines_get_json_rpc_errors_and_the_agent_keeps_serving(
         messages = [m["error"]["message"] for m in client.incoming if "error" in m]
         assert "got a batch (array)" in messages[0] and "got str" in messages[1]
         assert messages[3].startswith("Parse error")
+
+
+async def test_slash_commands_are_advertised_and_run_like_the_terminal(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        await new_session(client, conn, workspace)
+        advertised = await client.wait_for(AvailableCommandsUpdate)
+        assert [c.name for c in advertised.available_commands] == ["plan", "status", "journal"]
+        assert advertised.available_commands[0].input.root.hint == "off, or a message to plan"
+
+        # Bare /plan selects Plan Mode and calls no model; /plan off withdraws it.
+        assert await prompt(client, conn, "/plan") == "end_turn"
+        assert client.text() == (
+            "Entering plan mode (applies from the next step). Use /plan off to leave."
+        )
+        assert client.modes() == ["plan"]
+        start = len(client.updates)
+        assert await prompt(client, conn, "/plan off") == "end_turn"
+        assert client.text(start) == "Plan mode entry cancelled."
+        assert client.modes() == ["plan", "default"]
+        assert not client.of(ToolCallStart), "no command reached the model"
+
+        # /plan <message> selects, then sends the message: a planned turn.
+        stop = await prompt(client, conn, "/plan Fix the failing test", "0", CANCEL)
+        assert stop == "cancelled"
+        assert client.modes() == ["plan", "default", "plan"]
+        assert client.calls("Glob")
+        assert client.permissions[-1][0].title == "Approve plan (revision 1)"
+
+        start = len(client.updates)
+        assert await prompt(client, conn, "/status") == "end_turn"
+        status = client.text(start)
+        assert f"- Session: `{client.session_id}`" in status
+        assert "- Mode: plan\n" in status
+        assert "- Plan: pending_approval · revision 1 · Fix the failing test" in status
+        assert "- Waiting for you: approval of plan revision 1" in status
+        assert "- Protocol: general-task@1" in status
+        assert not client.permissions[2:], "a command does not ask the open request again"
+
+        start = len(client.updates)
+        assert await prompt(client, conn, "/journal") == "end_turn"
+        table = client.text(start).splitlines()
+        assert table[0] == "| # | Event | Actor | Change | Revision | Detail |"
+        denied = [row for row in table if "| plan.gate.denied |" in row]
+        assert len(denied) == 1 and "| Edit |" in denied[0]
+        assert all(row.count(" | ") == 5 for row in table[2:]), "one row per entry, 6 cells"
+
+        start = len(client.updates)
+        assert await prompt(client, conn, "/plan off") == "end_turn"
+        assert (
+            client.text(start) == "Left plan mode: the plan was cancelled. Write tools run again."
+        )
+        assert client.modes() == ["plan", "default", "plan", "default"]
+
+
+async def test_session_list_names_each_session_with_its_folder_title_and_time(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    other = copy_sample_workspace(tmp_path / "other")
+    # No --workspace: each session works in the folder the editor opened it in.
+    async with editor(tmp_path, None, database_url) as (client, conn):
+        info = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        assert info.agent_capabilities.session_capabilities.list is not None
+        first = (await new_session(client, conn, workspace)).session_id
+        assert await prompt(client, conn, "Fix the failing test\nand tell me", "No") == "end_turn"
+        second = (await new_session(client, conn, other)).session_id
+
+        listed = await conn.list_sessions()
+        assert [(s.session_id, s.cwd, s.title) for s in listed.sessions] == [
+            (second, str(other), None),
+            (first, str(workspace), "Fix the failing test"),
+        ], "newest first"
+        assert listed.next_cursor is None
+        newest, oldest = (datetime.fromisoformat(s.updated_at) for s in listed.sessions)
+        assert newest >= oldest and newest.tzinfo is not None
+
+        mine = await conn.list_sessions(cwd=str(workspace))
+        assert [s.session_id for s in mine.sessions] == [first]
+        assert (await conn.list_sessions(cwd=str(tmp_path))).sessions == []
+
+
+async def test_own_words_and_an_edited_plan_file_are_the_bound_replies(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    forms = ClientCapabilities(
+        elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
+    )
+    async with editor(tmp_path, workspace, database_url, capabilities=forms) as (client, conn):
+        await new_session(client, conn, workspace)
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        answer = "Raise an error and log the refused quantity"
+        # The question is answered in a form; the rejection note form is closed, so the
+        # note comes as the next message.
+        client.elicited_answers.extend([{"text": answer}, DECLINE])
+        stop = await prompt(
+            client, conn, "Fix the failing test", "Answer in my own words", "Reject with a note"
+        )
+        assert stop == "end_turn"
+        (question, _, _), (first, _, _) = client.permissions
+        (asked, form), _ = client.elicitations
+        assert asked == QUESTION and form.tool_call_id == question.tool_call_id
+        assert form.requested_schema.required == ["text"]
+        [answered] = client.results(question.tool_call_id)
+        assert answered.raw_output["answer"] == answer
+
+        plan_file = Path(first.locations[0].path)
+        assert plan_file == workspace / ".plangate" / f"plan-{client.session_id}.md"
+        assert first.raw_input["plan_file"] == str(plan_file)
+        assert plan_file.read_text() == first.raw_input["plan"]
+        assert f"The plan is also in {plan_file}" in first.content[1].content.text
+        assert client.text().endswith(
+            "Type the note that rejects plan revision 1 as your next message: it is sent to "
+            "this request, not as a new task. (/plan off leaves Plan Mode instead.)"
+        )
+        assert not client.results(first.tool_call_id), "still open"
+
+        # The next message is the note; the revised plan is then edited in the file and
+        # approved: the saved text is what gets approved.
+        def edit_plan(tool_call: Any) -> None:
+            path = Path(tool_call.locations[0].path)
+            path.write_text(path.read_text() + "3. Note the fix in CHANGELOG.md\n")
+
+        client.before_answer = edit_plan
+        note = "Also cover reserving exactly what is on hand"
+        assert await prompt(client, conn, note, "Approve") == "end_turn"
+        [rejected] = client.results(first.tool_call_id)
+        assert rejected.raw_output["status"] == "rejected"
+        assert rejected.raw_output["reviewer_note"] == note
+        _, (second, _, _) = client.permissions[1:]
+        assert second.title == "Approve plan (revision 2)" and note in second.raw_input["plan"]
+        [approved] = client.results(second.tool_call_id)
+        assert approved.raw_output["status"] == "approved"
+        assert "revision 3) with the reviewer's edits" in approved.raw_output["message"]
+        assert not plan_file.exists(), "the file goes once the plan is answered"
+        assert FIXED in (workspace / "inventory" / "stock.py").read_text()
+
+    session = await open_session(workspace, database_url, client.session_id)
+    record = await session.record()
+    assert record.status is PlanStatus.APPROVED and record.content_revisions == 3
+    assert record.content.endswith("3. Note the fix in CHANGELOG.md\n")
+    assert record.sha256 == hashlib.sha256(record.content.encode()).hexdigest()
+    decision = record.approvals[-1]
+    assert decision.decision == "approved"
+    assert (decision.revision, decision.sha256) == (3, record.sha256)
+
+
+async def test_an_open_approval_is_asked_again_after_a_cancel_and_after_load(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        await new_session(client, conn, workspace)
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        assert await prompt(client, conn, "Fix the failing test", "0", CANCEL) == "cancelled"
+        [(approval, _, _)] = client.permissions[1:]
+
+        # After the cancel, the next prompt asks the same request again before any model
+        # call (cancelled again here: the prompt is over, its message never sent).
+        start = len(client.updates)
+        assert await prompt(client, conn, "continue", CANCEL) == "cancelled"
+        [(again, _, _)] = client.permissions[2:]
+        assert again.tool_call_id == approval.tool_call_id and again.title == approval.title
+        assert not client.of(AgentMessageChunk, start)
+        [card] = client.of(ToolCallStart, start)
+        assert card.tool_call_id == approval.tool_call_id, "the request is shown again"
+    session_id = client.session_id
+
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        await conn.load_session(cwd=str(workspace), session_id=session_id, mcp_servers=[])
+        client.session_id = session_id
+        await client.wait_for(AvailableCommandsUpdate)
+        assert client.text().endswith(
+            "The approval of plan revision 1 is still open: it is asked again when you send "
+            "your next message."
+        )
+        start = len(client.updates)
+        assert await prompt(client, conn, "Go ahead", "Approve") == "end_turn"
+        [(again, _, asked_at)] = client.permissions
+        assert again.tool_call_id == approval.tool_call_id
+        before_asking = client.updates[start:asked_at]
+        assert [type(u).__name__ for u in before_asking] == ["ToolCallStart"], "no model call"
+        [approved] = client.results(approval.tool_call_id)
+        assert approved.raw_output["status"] == "approved"
+        # The message follows the resumed run: the demo answers it after implementing.
+        text = client.text(asked_at)
+        assert text.index("Approved. Implementing.") < text.index("Anything else?")
+        assert FIXED in (workspace / "inventory" / "stock.py").read_text()
+
+
+async def test_a_run_failed_by_protocol_governance_ends_as_a_refusal(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    async with editor(tmp_path, workspace, database_url) as (client, conn):
+        await new_session(client, conn, workspace)
+        assert await prompt(client, conn, "revenue by region last quarter") == "refusal"
+        said = client.text()
+        assert "\n\nProtocol governance stopped this run under general-task@1 — " in said
+        assert "DATA_ACTIONS_REJECTED_BY_PROTOCOL: 1 data tool call(s) (list_data_sources)" in said
+        assert said.endswith("Or rephrase the request.") and "Type “try again”" in said
+
+        start = len(client.updates)
+        assert await prompt(client, conn, "try again") == "end_turn"
+        assert "DATA_ACTIONS_REJECTED_BY_PROTOCOL" not in client.text(start)
+        assert client.calls("run_sql_readonly", start)
+        assert "Completed revenue by region" in client.text(start)

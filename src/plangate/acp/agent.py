@@ -32,6 +32,7 @@ from acp.helpers import update_agent_message_text
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
+    AgentMessageChunk,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -82,6 +83,8 @@ class LiveSession:
     turn: asyncio.Task[StopReason] | None = None
     awaiting: Awaiting | None = None
     """The request the user's next message answers in their own words."""
+    spoke: bool = False
+    """Whether agent text went out in this turn (our own notes then start a paragraph)."""
 
     @property
     def plan_file(self) -> PlanFile:
@@ -374,6 +377,7 @@ class PlangateAgent:
         if live.turn is not None and not live.turn.done():
             raise RequestError(-32600, "a prompt is already running in this session")
         mapper = mapping.EventMapper(live.workspace)
+        live.spoke = False
         turn = asyncio.create_task(self._turn(live, mapper, mapping.prompt_text(prompt)))
         live.turn = turn
         try:
@@ -623,10 +627,12 @@ class PlangateAgent:
         return self._conn
 
     async def _send(self, live: LiveSession, update: Any) -> None:
+        if isinstance(update, AgentMessageChunk):
+            live.spoke = True
         await self._client().session_update(session_id=live.id, update=update)
 
     async def _say(self, live: LiveSession, text: str) -> None:
-        await self._send(live, update_agent_message_text(text))
+        await self._send(live, update_agent_message_text(f"\n\n{text}" if live.spoke else text))
 
     def _after_response(self, send: Any) -> None:
         """Send once the current request's response is out (it is written before this

@@ -686,9 +686,9 @@ def protocol_refusal(before: dict[str, Any] | None, after: dict[str, Any] | None
     code = str(after.get("run_outcome_code") or "PROTOCOL_RUN_FAILED")
     message = str(after.get("run_outcome_message") or "")
     detail = message if message.startswith(code) else f"{code}: {message}" if message else code
+    protocol = f"{after.get('protocol')}@{after.get('version')}"
     return (
-        f"Protocol governance ended this run as failed — {detail}\n\n"
-        f"The run was refused under protocol {after.get('protocol')}@{after.get('version')}. "
-        "Type “try again” to retry (the agent can hand the task over to the protocol it "
-        "needs, such as data-analysis), or rephrase the request."
+        f"Protocol governance stopped this run under {protocol} — {detail}.\n"
+        "Type “try again” to retry: the agent can then hand the task over to the protocol "
+        "it needs (such as data-analysis). Or rephrase the request."
     )
