@@ -15,6 +15,7 @@ from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentPlanUpdate,
     AllowedOutcome,
+    AvailableCommandsUpdate,
     ConfigOptionUpdate,
     CurrentModeUpdate,
     DeniedOutcome,
@@ -62,7 +63,9 @@ async def test_modes_are_advertised_and_only_real_changes_are_announced(
         option = option.root if hasattr(option, "root") else option
         assert option.category == "mode" and option.current_value == "default"
         assert [o.value for o in option.options] == ["default", "plan"]
-        assert client.updates == []
+        # Only the slash commands, sent after the response: no mode or plan updates.
+        await client.wait_for(AvailableCommandsUpdate)
+        assert [type(u) for u in client.updates] == [AvailableCommandsUpdate]
 
         await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
         assert client.modes() == ["plan"]

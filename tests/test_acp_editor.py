@@ -5,22 +5,41 @@ plan edits in a file, re-asked approvals, protocol refusals and MCP servers."""
 from __future__ import annotations
 
 import hashlib
+import json
+import sys
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION
+from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentMessageChunk,
     AvailableCommandsUpdate,
     ClientCapabilities,
     ElicitationCapabilities,
     ElicitationFormCapabilities,
+    EnvVariable,
+    HttpMcpServer,
+    McpServerStdio,
     ToolCallStart,
 )
 
-from acp_support import CANCEL, DECLINE, FIXED, editor, new_session, open_session, prompt
+from acp_support import (
+    CANCEL,
+    DECLINE,
+    FIXED,
+    TESTS,
+    editor,
+    new_session,
+    open_session,
+    prompt,
+)
+from plangate.acp import mapping
+from plangate.acp.commands import Command, parse_command
+from plangate.acp.listing import CWD_KEY, PAGE_SIZE, session_page
+from plangate.acp.stdio import InvalidMessage, check_message
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.demo import QUESTION
 from plangate.plan import PlanStatus
@@ -237,19 +256,19 @@ async def test_an_open_approval_is_asked_again_after_a_cancel_and_after_load(
         assert not client.of(AgentMessageChunk, start)
         [card] = client.of(ToolCallStart, start)
         assert card.tool_call_id == approval.tool_call_id, "the request is shown again"
-    session_id = client.session_id
 
-    async with editor(tmp_path, workspace, database_url) as (client, conn):
-        await conn.load_session(cwd=str(workspace), session_id=session_id, mcp_servers=[])
-        client.session_id = session_id
-        await client.wait_for(AvailableCommandsUpdate)
-        assert client.text().endswith(
+        # The editor reopens the session (a restart is covered in test_acp.py): the
+        # replay says the request is open, and the next prompt asks it first.
+        loaded_at = len(client.updates)
+        await conn.load_session(cwd=str(workspace), session_id=client.session_id, mcp_servers=[])
+        await client.wait_for(AvailableCommandsUpdate, loaded_at)
+        assert client.text(loaded_at).endswith(
             "The approval of plan revision 1 is still open: it is asked again when you send "
             "your next message."
         )
         start = len(client.updates)
         assert await prompt(client, conn, "Go ahead", "Approve") == "end_turn"
-        [(again, _, asked_at)] = client.permissions
+        [(again, _, asked_at)] = client.permissions[3:]
         assert again.tool_call_id == approval.tool_call_id
         before_asking = client.updates[start:asked_at]
         assert [type(u).__name__ for u in before_asking] == ["ToolCallStart"], "no model call"
@@ -277,3 +296,115 @@ async def test_a_run_failed_by_protocol_governance_ends_as_a_refusal(
         assert "DATA_ACTIONS_REJECTED_BY_PROTOCOL" not in client.text(start)
         assert client.calls("run_sql_readonly", start)
         assert "Completed revenue by region" in client.text(start)
+
+
+async def test_stdio_mcp_servers_are_session_tools_under_the_plan_gate(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    server = McpServerStdio(
+        name="notes",
+        command=sys.executable,
+        args=[str(TESTS / "acp_echo_server.py")],
+        env=[EnvVariable(name="ECHO_TEST", value="1")],
+    )
+    web = HttpMcpServer(type="http", name="web", url="http://127.0.0.1:9/mcp", headers=[])
+    async with editor(tmp_path, workspace, database_url, module="acp_echo_agent") as (
+        client,
+        conn,
+    ):
+        with pytest.raises(RequestError) as refused:
+            await conn.new_session(cwd=str(workspace), mcp_servers=[server, web])
+        assert refused.value.code == -32602
+        assert "MCP server 'web' uses the http transport" in str(refused.value)
+
+        await new_session(client, conn, workspace, mcp_servers=[server])
+        # No plan: the server's tool runs.
+        assert await prompt(client, conn, "echo hello") == "end_turn"
+        [call] = client.calls("notes_echo")
+        assert call.kind == "other" and call.raw_input == {"text": "hello"}
+        [ran] = client.results(call.tool_call_id)
+        assert ran.status == "completed" and "echo: hello" in client.text()
+
+        # Planning: an MCP tool declares no effect, so the gate's default deny refuses it.
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        start = len(client.updates)
+        assert await prompt(client, conn, "echo again") == "end_turn"
+        [call] = client.calls("notes_echo", start)
+        [refused_call] = client.results(call.tool_call_id)
+        assert refused_call.status == "failed"
+        assert "Refused by the plan gate: PLAN_MODE_GATE" in refused_call.content[0].content.text
+        assert "echo: again" not in client.text(start)
+
+        # Another session does not get this session's server.
+        await new_session(client, conn, workspace)
+        start = len(client.updates)
+        assert await prompt(client, conn, "echo nobody") == "end_turn"
+        assert client.text(start) == "[echo] there is no echo tool"
+
+
+# -- the pure pieces ------------------------------------------------------------------------
+
+
+def test_check_message_answers_what_the_dispatcher_cannot_take() -> None:
+    request = b'{"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {}}'
+    assert check_message(request) == json.loads(request)
+    assert check_message(b'{"jsonrpc": "2.0", "id": "a", "result": null}') is not None
+    assert check_message(b'{"jsonrpc": "2.0", "id": {"x": 1}, "error": {}}') is None
+    assert check_message(b'{"jsonrpc": "2.0"}') is None
+    cases = {
+        b"[]": (-32600, None),
+        b"null": (-32600, None),
+        b"true": (-32600, None),
+        b"{": (-32700, None),
+        b'{"id": true, "method": "x"}': (-32600, None),
+        b'{"id": 3, "method": "x", "params": 5}': (-32600, 3),
+    }
+    for line, (code, request_id) in cases.items():
+        with pytest.raises(InvalidMessage) as invalid:
+            check_message(line)
+        response = invalid.value.response()
+        assert (response["error"]["code"], response["id"]) == (code, request_id), line
+
+
+def test_commands_are_recognised_only_by_their_exact_names() -> None:
+    assert parse_command("/plan") == Command("plan", "")
+    assert parse_command("/plan   off ") == Command("plan", "off")
+    assert parse_command("/plan fix it\nthen test") == Command("plan", "fix it\nthen test")
+    assert parse_command("/status") == Command("status", "")
+    for text in ("/planning", "/usr/bin is empty", "plan", " /plan", "/help"):
+        assert parse_command(text) is None, text
+
+
+def test_session_pages_filter_by_folder_and_page_by_offset() -> None:
+    sessions = [
+        SimpleNamespace(id=f"s{i}", state={CWD_KEY: "/a" if i % 2 else "/b"}, last_update_time=i)
+        for i in range(PAGE_SIZE * 2 + 4)
+    ] + [SimpleNamespace(id="web", state={}, last_update_time=0.5)]
+    first = session_page(sessions, cwd="/a", cursor=None, default_cwd=None)
+    assert [s.session_id for s in first.sessions][:2] == ["s103", "s101"]
+    assert len(first.sessions) == PAGE_SIZE and first.next_cursor == str(PAGE_SIZE)
+    rest = session_page(sessions, cwd="/a", cursor=first.next_cursor, default_cwd=None)
+    assert len(rest.sessions) == 2 and rest.next_cursor is None
+    fixed = session_page(sessions, cwd="/w", cursor=None, default_cwd="/w")
+    assert [s.session_id for s in fixed.sessions] == ["web"], "a session opened elsewhere"
+    with pytest.raises(RequestError):
+        session_page(sessions, cwd=None, cursor="next", default_cwd=None)
+
+
+def test_protocol_refusal_speaks_only_of_this_turns_failure() -> None:
+    failed = {
+        "run_id": "r1",
+        "run_status": "failed",
+        "protocol": "general-task",
+        "version": 1,
+        "run_outcome_code": "DATA_ACTIONS_REJECTED_BY_PROTOCOL",
+        "run_outcome_message": "DATA_ACTIONS_REJECTED_BY_PROTOCOL: list_data_sources",
+    }
+    said = mapping.protocol_refusal({"run_id": "r0", "run_status": "completed"}, failed)
+    assert said is not None and said.startswith(
+        "Protocol governance stopped this run under general-task@1 — "
+        "DATA_ACTIONS_REJECTED_BY_PROTOCOL: list_data_sources."
+    )
+    assert mapping.protocol_refusal(failed, failed) is None, "already failed before the turn"
+    assert mapping.protocol_refusal(None, {**failed, "run_status": "completed"}) is None
+    assert mapping.protocol_refusal(None, None) is None

@@ -494,10 +494,12 @@ class PlangateAgent:
         return command.argument
 
     async def _entitle(self, live: LiveSession, text: str) -> None:
-        """Name the session after its first message (for ``session/list``)."""
+        """Name the session after its first message (for ``session/list``); not while a
+        run is paused on a request (its resume comes first)."""
         stored = await live.session.session()
-        if stored is not None and not stored.state.get(TITLE_KEY):
-            await live.session.set_state({TITLE_KEY: title_for(text)})
+        if stored is None or stored.state.get(TITLE_KEY) or await live.session.pending():
+            return
+        await live.session.set_state({TITLE_KEY: title_for(text)})
 
     async def _protocol(self, live: LiveSession) -> dict[str, Any] | None:
         from plangate.adk.protocols import get_protocol_state
