@@ -316,6 +316,11 @@ async def test_stdio_mcp_servers_are_session_tools_under_the_plan_gate(
             await conn.new_session(cwd=str(workspace), mcp_servers=[server, web])
         assert refused.value.code == -32602
         assert "MCP server 'web' uses the http transport" in str(refused.value)
+        broken = McpServerStdio(name="broken", command=str(tmp_path / "missing"), args=[], env=[])
+        with pytest.raises(RequestError) as refused:
+            await conn.new_session(cwd=str(workspace), mcp_servers=[server, broken])
+        assert refused.value.code == -32602
+        assert "MCP server 'broken' did not start" in str(refused.value)
 
         await new_session(client, conn, workspace, mcp_servers=[server])
         # No plan: the server's tool runs.

@@ -55,7 +55,7 @@ from google.genai import types
 import plangate
 from plangate.acp import commands, mapping
 from plangate.acp.listing import CWD_KEY, TITLE_KEY, session_page, title_for
-from plangate.acp.mcp import SessionToolsets, check_servers, stdio_toolsets
+from plangate.acp.mcp import SessionToolsets, check_servers, start_servers
 from plangate.acp.plan_file import PlanFile
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
@@ -164,13 +164,14 @@ class PlangateAgent:
         servers = check_servers(mcp_servers)
         workspace = self._workspace_for(cwd)
         runner = self._runner(workspace)
+        toolsets = await start_servers(servers, workspace)
         session = await PlanSession.open(
             runner,
             user_id=USER_ID,
             session_id=uuid.uuid4().hex,
             state={CWD_KEY: _folder(cwd, workspace)},
         )
-        await self._mcp[workspace].attach(session.session_id, stdio_toolsets(servers, workspace))
+        await self._attach(session.session_id, workspace, toolsets)
         live = await self._track(session, workspace)
         self._after_response(self._send(live, commands.available_commands()))
         return NewSessionResponse(
@@ -196,7 +197,7 @@ class PlangateAgent:
         stored = await session.session()
         if stored is None:
             raise RequestError(-32602, f"unknown session '{session_id}'", {"sessionId": session_id})
-        await self._mcp[workspace].attach(session_id, stdio_toolsets(servers, workspace))
+        await self._attach(session_id, workspace, await start_servers(servers, workspace))
         live = await self._track(session, workspace)
         await self._replay(live, stored.events)
         self._after_response(self._send(live, commands.available_commands()))
@@ -225,6 +226,11 @@ class PlangateAgent:
         """Stop the sessions' MCP servers (the connection is gone)."""
         for toolsets in self._mcp.values():
             await toolsets.close()
+
+    async def _attach(self, session_id: str, workspace: Path, toolsets: list[Any]) -> None:
+        """Give the session its MCP toolsets, in its workspace's agent only."""
+        for folder, attached in self._mcp.items():
+            await attached.attach(session_id, toolsets if folder == workspace else [])
 
     async def _track(self, session: PlanSession, workspace: Path) -> LiveSession:
         live = LiveSession(
@@ -348,7 +354,12 @@ class PlangateAgent:
         await self._sync(live)
 
     async def _sync(self, live: LiveSession, *, plan: bool = True) -> None:
-        """Tell the editor what changed since it was last told: the mode, the plan view."""
+        """Tell the editor what changed since it was last told: the mode, the plan view.
+        A request the next message was to answer is forgotten once it is withdrawn."""
+        if live.awaiting is not None and live.awaiting.request.approval_id not in {
+            p.approval_id for p in await live.session.pending()
+        }:
+            live.awaiting = None
         async with live.lock:
             current = mapping.mode_id(await live.session.mode())
             if current != live.mode:

@@ -1,12 +1,13 @@
 """MCP servers the editor passes in ``session/new`` / ``session/load``, as agent tools.
 
-Stdio servers become ADK ``McpToolset``\\ s, one per server, attached to that session
-only: :class:`SessionToolsets` sits in the shared agent's tools and hands each
-invocation the toolsets of its own session. Their tools declare no effect, so while a
-plan is being made the plan gate's default deny refuses them (an MCP server's own
-``readOnlyHint`` is a claim, not a proof); with no plan or after approval they run.
-HTTP, SSE and ACP-transport servers are refused with a JSON-RPC error: this agent
-advertises no ``mcpCapabilities`` for them.
+Stdio servers become ADK ``McpToolset`` objects, one per server, started when the
+session is opened (a server that does not start is an error for that request) and
+attached to that session only: :class:`SessionToolsets` sits in the shared agent's
+tools and hands each invocation the toolsets of its own session. Their tools declare no
+effect, so while a plan is being made the plan gate's default deny refuses them (an MCP
+server's own ``readOnlyHint`` is a claim, not a proof); with no plan or after approval
+they run. HTTP, SSE and ACP-transport servers are refused with a JSON-RPC error: this
+agent advertises no ``mcpCapabilities`` for them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.base_toolset import BaseToolset
 
-__all__ = ["SessionToolsets", "check_servers", "stdio_toolsets"]
+__all__ = ["SessionToolsets", "check_servers", "start_servers"]
 
 logger = logging.getLogger("plangate.acp")
 
@@ -49,14 +50,16 @@ def check_servers(servers: Sequence[Any] | None) -> list[McpServerStdio]:
     return stdio
 
 
-def stdio_toolsets(servers: Sequence[McpServerStdio], workspace: Path) -> list[BaseToolset]:
-    """One toolset per server, its tools named ``<server>_<tool>``; the server starts
-    in the workspace when the first run lists its tools."""
+async def start_servers(servers: Sequence[McpServerStdio], workspace: Path) -> list[BaseToolset]:
+    """One started toolset per server (its tools named ``<server>_<tool>``), run in the
+    workspace. A server that does not start is an error for the editor, not a silent
+    loss of tools: the ones already started are stopped again."""
     from google.adk.tools.mcp_tool import McpToolset, StdioConnectionParams
     from mcp import StdioServerParameters
 
-    return [
-        McpToolset(
+    started: list[BaseToolset] = []
+    for server in servers:
+        toolset = McpToolset(
             connection_params=StdioConnectionParams(
                 server_params=StdioServerParameters(
                     command=server.command,
@@ -68,8 +71,18 @@ def stdio_toolsets(servers: Sequence[McpServerStdio], workspace: Path) -> list[B
             ),
             tool_name_prefix=_tool_prefix(server.name),
         )
-        for server in servers
-    ]
+        started.append(toolset)
+        try:
+            await toolset.get_tools()
+        except Exception as exc:
+            for toolset in started:
+                await _close(toolset)
+            raise RequestError(
+                -32602,
+                f"MCP server '{server.name}' did not start: {exc}",
+                {"mcpServer": server.name, "command": server.command},
+            ) from None
+    return started
 
 
 def _tool_prefix(name: str) -> str:
