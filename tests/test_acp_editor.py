@@ -16,6 +16,7 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentMessageChunk,
+    AllowedOutcome,
     AvailableCommandsUpdate,
     ClientCapabilities,
     ElicitationCapabilities,
@@ -43,6 +44,7 @@ from plangate.acp.stdio import InvalidMessage, check_message
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.demo import QUESTION
 from plangate.plan import PlanStatus
+from plangate.plan.record import PendingRequest
 
 
 @pytest.fixture
@@ -246,11 +248,14 @@ async def test_an_open_approval_is_asked_again_after_a_cancel_and_after_load(
         await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
         assert await prompt(client, conn, "Fix the failing test", "0", CANCEL) == "cancelled"
         [(approval, _, _)] = client.permissions[1:]
+        plan_file = Path(approval.locations[0].path)
+        plan_file.write_text(plan_file.read_text() + "3. An edit saved before the cancel\n")
 
         # After the cancel, the next prompt asks the same request again before any model
         # call (cancelled again here: the prompt is over, its message never sent).
         start = len(client.updates)
         assert await prompt(client, conn, "continue", CANCEL) == "cancelled"
+        assert plan_file.read_text().endswith("3. An edit saved before the cancel\n")
         [(again, _, _)] = client.permissions[2:]
         assert again.tool_call_id == approval.tool_call_id and again.title == approval.title
         assert not client.of(AgentMessageChunk, start)
@@ -413,3 +418,34 @@ def test_protocol_refusal_speaks_only_of_this_turns_failure() -> None:
     assert mapping.protocol_refusal(failed, failed) is None, "already failed before the turn"
     assert mapping.protocol_refusal(None, {**failed, "run_status": "completed"}) is None
     assert mapping.protocol_refusal(None, None) is None
+
+
+def test_own_words_replies_are_bound_to_the_request_that_was_shown() -> None:
+    def pending(kind: str, **fields: Any) -> PendingRequest:
+        return PendingRequest(
+            kind=kind, call_id="call-7", approval_id="approval-7", created_at=0.0, **fields
+        )
+
+    approval = pending("exit", tool_name="exit_plan_mode", payload={}, revision=2, sha256="f" * 64)
+    response = mapping.reply_with_words(approval, "Cover the edge case", "# Edited\n")
+    [part] = response.parts
+    assert part.function_response.id == "call-7"
+    assert part.function_response.response == {
+        "status": "rejected",
+        "approval_id": "approval-7",
+        "revision": 2,
+        "sha256": "f" * 64,
+        "reviewer_note": "Cover the edge case",
+        "content": "# Edited\n",
+    }
+    question = pending(
+        "question", tool_name="ask_user_question", payload={"message": "Which?"}, question_id=3
+    )
+    answered = mapping.reply_with_words(question, "Neither").parts[0].function_response.response
+    assert answered == {"status": "answered", "question_id": 3, "answer": "Neither"}
+    entry = pending("enter", tool_name="enter_plan_mode", payload={})
+    declined = mapping.reply_with_words(entry, "Just do it").parts[0].function_response.response
+    assert (declined["status"], declined["reviewer_note"]) == ("rejected", "Just do it")
+    with pytest.raises(ValueError, match="was not offered"):
+        mapping.reply_for(approval, AllowedOutcome(outcome="selected", option_id="in_words"))
+    assert "your answer to “Which?”" in mapping.next_message_notice(question)

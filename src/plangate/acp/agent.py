@@ -33,6 +33,7 @@ from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
+    DeniedOutcome,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -83,6 +84,8 @@ class LiveSession:
     turn: asyncio.Task[StopReason] | None = None
     awaiting: Awaiting | None = None
     """The request the user's next message answers in their own words."""
+    plan_file_for: str | None = None
+    """The approval request whose plan the plan file holds."""
     spoke: bool = False
     """Whether agent text went out in this turn (our own notes then start a paragraph)."""
 
@@ -411,15 +414,16 @@ class PlangateAgent:
         if not text:
             await self._say(live, "There is nothing to do: the prompt has no text.")
             return "end_turn"
-        command = commands.parse_command(text)
-        if command is not None:
-            text = await self._command(live, command)
-            if not text:
-                return "end_turn"
-        await self._entitle(live, text)
-        before = await self._protocol(live)
         try:
+            command = commands.parse_command(text)
+            if command is not None:
+                text = await self._command(live, command)
+                if not text:
+                    return "end_turn"
+            await self._entitle(live, text)
+            before = await self._protocol(live)
             stop = await self._run_turn(live, mapper, text)
+            refusal = mapping.protocol_refusal(before, await self._protocol(live))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a model or tool failure must not take the connection down
@@ -429,7 +433,6 @@ class PlangateAgent:
                 await self._send(live, update)
             await self._say(live, f"{reason}\nThe session is saved; send a message to retry.")
             return "end_turn"
-        refusal = mapping.protocol_refusal(before, await self._protocol(live))
         if refusal is not None:
             await self._say(live, refusal)
             return "refusal"
@@ -472,7 +475,10 @@ class PlangateAgent:
                 "it goes to the agent as a new message.",
             )
             return None
-        return mapping.reply_with_words(request, text, self._edited_plan(live, awaiting.shown))
+        shown = awaiting.shown
+        edited = live.plan_file.edited(shown) if shown is not None else None
+        self._done_with_plan_file(live, shown)
+        return mapping.reply_with_words(request, text, edited)
 
     async def _command(self, live: LiveSession, command: commands.Command) -> str:
         """Run a slash command; the message it leaves to send (``/plan <message>``)."""
@@ -575,8 +581,14 @@ class PlangateAgent:
             record = await live.session.record()
             shown = mapping.shown_plan(request, record) if request.kind == "exit" else None
             plan_file = live.plan_file
-            written = shown is not None and plan_file.write(shown)
-            fields = mapping.request_tool_call(request, record, plan_file.path if written else None)
+            if shown is not None and (
+                live.plan_file_for != request.approval_id or not plan_file.path.exists()
+            ):
+                # Asked again (after a cancel), the file keeps the user's saved edits.
+                live.plan_file_for = request.approval_id if plan_file.write(shown) else None
+            fields = mapping.request_tool_call(
+                request, record, plan_file.path if live.plan_file_for else None
+            )
             await self._send(live, fields.card(started=request.call_id in mapper.started))
             mapper.started.setdefault(request.call_id, request.tool_name)
             response = await self._client().request_permission(
@@ -584,23 +596,26 @@ class PlangateAgent:
                 tool_call=fields.subject(),
                 options=mapping.permission_options(request),
             )
-            if mapping.wants_words(response.outcome):
+            outcome = response.outcome
+            if isinstance(outcome, DeniedOutcome) or outcome.outcome == "cancelled":
+                return "cancelled"  # the turn was cancelled: the request stays open
+            edited = plan_file.edited(shown) if shown is not None else None
+            if mapping.wants_words(outcome):
                 words = await self._elicit_words(live, request)
                 if words is None:
                     live.awaiting = Awaiting(request, shown)
                     await self._say(live, mapping.next_message_notice(request))
                     return "end_turn"
-                reply = mapping.reply_with_words(request, words, self._edited_plan(live, shown))
+                reply = mapping.reply_with_words(request, words, edited)
             else:
                 try:
-                    reply = mapping.reply_for(
-                        request, response.outcome, self._edited_plan(live, shown)
-                    )
+                    reply = mapping.reply_for(request, outcome, edited)
                 except ValueError as exc:
                     await self._say(live, f"{exc}; the request stays open.")
                     return "end_turn"
-            if reply is None:  # the turn was cancelled: the request stays pending
+            if reply is None:
                 return "cancelled"
+            self._done_with_plan_file(live, shown)
             still = {p.approval_id for p in await live.session.pending()}
             if request.approval_id in still:
                 return reply
@@ -622,15 +637,11 @@ class PlangateAgent:
         return mapping.elicited_words(response)
 
     @staticmethod
-    def _edited_plan(live: LiveSession, shown: str | None) -> str | None:
-        """The plan file as the user saved it, when it differs from what was shown (an
-        approval's reply is being built: the file is done with)."""
-        if shown is None:
-            return None
-        plan_file = live.plan_file
-        edited = plan_file.edited(shown)
-        plan_file.remove()
-        return edited
+    def _done_with_plan_file(live: LiveSession, shown: str | None) -> None:
+        """An approval was answered: its plan file has served."""
+        if shown is not None:
+            live.plan_file.remove()
+            live.plan_file_for = None
 
     # -- sending ------------------------------------------------------------------------
 
