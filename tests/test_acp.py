@@ -24,7 +24,7 @@ from acp.schema import (
 )
 
 from acp_support import CANCEL, FIXED, editor, new_session, open_session, prompt
-from plangate.acp import mapping
+from plangate.acp import mapping, requests
 from plangate.adk.session import ModeState
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.demo import OPTIONS
@@ -313,15 +313,15 @@ def test_mapping_modes_kinds_and_bound_replies() -> None:
     }
 
     question = request("question", message="Anything else?")
-    skip, words = mapping.permission_options(question)
+    skip, words = requests.permission_options(question)
     assert (skip.name, skip.kind) == ("Skip", "reject_once")
     assert (words.name, words.option_id) == ("Answer in my own words", "in_words")
     selected = AllowedOutcome(outcome="selected", option_id="skip")
-    assert reply_of(mapping.reply_for(question, selected))["answer"] == "(no answer)"
+    assert reply_of(requests.reply_for(question, selected))["answer"] == "(no answer)"
 
     entry = request("enter", objective="Fix it")
-    refused = mapping.reply_for(entry, AllowedOutcome(outcome="selected", option_id="no"))
+    refused = requests.reply_for(entry, AllowedOutcome(outcome="selected", option_id="no"))
     assert reply_of(refused)["status"] == "rejected"
-    assert mapping.reply_for(entry, DeniedOutcome(outcome="cancelled")) is None
+    assert requests.reply_for(entry, DeniedOutcome(outcome="cancelled")) is None
     with pytest.raises(ValueError, match="was not offered"):
-        mapping.reply_for(entry, AllowedOutcome(outcome="selected", option_id="approve"))
+        requests.reply_for(entry, AllowedOutcome(outcome="selected", option_id="approve"))

@@ -37,7 +37,7 @@ from acp_support import (
     open_session,
     prompt,
 )
-from plangate.acp import mapping
+from plangate.acp import mapping, requests
 from plangate.acp.commands import Command, parse_command
 from plangate.acp.listing import CWD_KEY, PAGE_SIZE, session_page
 from plangate.acp.stdio import InvalidMessage, check_message
@@ -427,7 +427,7 @@ def test_own_words_replies_are_bound_to_the_request_that_was_shown() -> None:
         )
 
     approval = pending("exit", tool_name="exit_plan_mode", payload={}, revision=2, sha256="f" * 64)
-    response = mapping.reply_with_words(approval, "Cover the edge case", "# Edited\n")
+    response = requests.reply_with_words(approval, "Cover the edge case", "# Edited\n")
     [part] = response.parts
     assert part.function_response.id == "call-7"
     assert part.function_response.response == {
@@ -441,11 +441,11 @@ def test_own_words_replies_are_bound_to_the_request_that_was_shown() -> None:
     question = pending(
         "question", tool_name="ask_user_question", payload={"message": "Which?"}, question_id=3
     )
-    answered = mapping.reply_with_words(question, "Neither").parts[0].function_response.response
+    answered = requests.reply_with_words(question, "Neither").parts[0].function_response.response
     assert answered == {"status": "answered", "question_id": 3, "answer": "Neither"}
     entry = pending("enter", tool_name="enter_plan_mode", payload={})
-    declined = mapping.reply_with_words(entry, "Just do it").parts[0].function_response.response
+    declined = requests.reply_with_words(entry, "Just do it").parts[0].function_response.response
     assert (declined["status"], declined["reviewer_note"]) == ("rejected", "Just do it")
     with pytest.raises(ValueError, match="was not offered"):
-        mapping.reply_for(approval, AllowedOutcome(outcome="selected", option_id="in_words"))
-    assert "your answer to “Which?”" in mapping.next_message_notice(question)
+        requests.reply_for(approval, AllowedOutcome(outcome="selected", option_id="in_words"))
+    assert "your answer to “Which?”" in requests.next_message_notice(question)

@@ -54,7 +54,7 @@ from google.adk.runners import Runner
 from google.genai import types
 
 import plangate
-from plangate.acp import commands, mapping
+from plangate.acp import commands, mapping, requests
 from plangate.acp.listing import CWD_KEY, TITLE_KEY, session_page, title_for
 from plangate.acp.mcp import SessionToolsets, check_servers, start_servers
 from plangate.acp.plan_file import PlanFile
@@ -273,7 +273,7 @@ class PlangateAgent:
             await self._send(live, mapping.plan_update(live.entries))
         pending = await live.session.pending()
         if pending:
-            await self._say(live, mapping.reask_notice(pending[0]))
+            await self._say(live, requests.reask_notice(pending[0]))
 
     def _workspace_for(self, cwd: str) -> Path:
         if self.workspace is not None:
@@ -455,7 +455,7 @@ class PlangateAgent:
                     message, queued = queued, None
                 elif isinstance(answer, str):
                     if queued is not None:
-                        await self._say(live, mapping.not_sent_notice(queued))
+                        await self._say(live, requests.not_sent_notice(queued))
                     return answer  # type: ignore[return-value]
                 else:
                     message = answer
@@ -478,7 +478,7 @@ class PlangateAgent:
         shown = awaiting.shown
         edited = live.plan_file.edited(shown) if shown is not None else None
         self._done_with_plan_file(live, shown)
-        return mapping.reply_with_words(request, text, edited)
+        return requests.reply_with_words(request, text, edited)
 
     async def _command(self, live: LiveSession, command: commands.Command) -> str:
         """Run a slash command; the message it leaves to send (``/plan <message>``)."""
@@ -579,14 +579,14 @@ class PlangateAgent:
                 return None
             request = pending[0]
             record = await live.session.record()
-            shown = mapping.shown_plan(request, record) if request.kind == "exit" else None
+            shown = requests.shown_plan(request, record) if request.kind == "exit" else None
             plan_file = live.plan_file
             if shown is not None and (
                 live.plan_file_for != request.approval_id or not plan_file.path.exists()
             ):
                 # Asked again (after a cancel), the file keeps the user's saved edits.
                 live.plan_file_for = request.approval_id if plan_file.write(shown) else None
-            fields = mapping.request_tool_call(
+            fields = requests.request_tool_call(
                 request, record, plan_file.path if live.plan_file_for else None
             )
             await self._send(live, fields.card(started=request.call_id in mapper.started))
@@ -594,22 +594,22 @@ class PlangateAgent:
             response = await self._client().request_permission(
                 session_id=live.id,
                 tool_call=fields.subject(),
-                options=mapping.permission_options(request),
+                options=requests.permission_options(request),
             )
             outcome = response.outcome
             if isinstance(outcome, DeniedOutcome) or outcome.outcome == "cancelled":
                 return "cancelled"  # the turn was cancelled: the request stays open
             edited = plan_file.edited(shown) if shown is not None else None
-            if mapping.wants_words(outcome):
+            if requests.wants_words(outcome):
                 words = await self._elicit_words(live, request)
                 if words is None:
                     live.awaiting = Awaiting(request, shown)
-                    await self._say(live, mapping.next_message_notice(request))
+                    await self._say(live, requests.next_message_notice(request))
                     return "end_turn"
-                reply = mapping.reply_with_words(request, words, edited)
+                reply = requests.reply_with_words(request, words, edited)
             else:
                 try:
-                    reply = mapping.reply_for(request, outcome, edited)
+                    reply = requests.reply_for(request, outcome, edited)
                 except ValueError as exc:
                     await self._say(live, f"{exc}; the request stays open.")
                     return "end_turn"
@@ -620,7 +620,7 @@ class PlangateAgent:
             if request.approval_id in still:
                 return reply
             # Withdrawn (the user left plan mode) or answered elsewhere while the editor asked.
-            await self._send(live, mapping.withdrawn(request.call_id))
+            await self._send(live, requests.withdrawn(request.call_id))
 
     async def _elicit_words(self, live: LiveSession, request: PendingRequest) -> str | None:
         """The user's own words through a form, where the editor has forms; None when it
@@ -629,12 +629,12 @@ class PlangateAgent:
             return None
         try:
             response = await self._client().create_elicitation(
-                message=mapping.words_prompt(request), mode=mapping.words_form(request, live.id)
+                message=requests.words_prompt(request), mode=requests.words_form(request, live.id)
             )
         except Exception as exc:  # an editor that advertised forms but cannot show one
             logger.warning("the form elicitation failed: %s", exc)
             return None
-        return mapping.elicited_words(response)
+        return requests.elicited_words(response)
 
     @staticmethod
     def _done_with_plan_file(live: LiveSession, shown: str | None) -> None:
