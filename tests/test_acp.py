@@ -7,117 +7,29 @@ with the offline demo model, records every session update the agent sends and an
 
 from __future__ import annotations
 
-import os
-import sys
-from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
-    AgentMessageChunk,
     AgentPlanUpdate,
     AllowedOutcome,
-    ClientCapabilities,
+    AvailableCommandsUpdate,
     ConfigOptionUpdate,
     CurrentModeUpdate,
     DeniedOutcome,
-    PermissionOption,
-    RequestPermissionResponse,
-    ToolCallProgress,
     ToolCallStart,
-    ToolCallUpdate,
     UserMessageChunk,
 )
 
-from plangate.acp import mapping
-from plangate.adk.runner import build_runner
-from plangate.adk.session import ModeState, PlanSession
-from plangate.agent.coding_agent import build_coding_agent
+from acp_support import CANCEL, FIXED, editor, new_session, open_session, prompt
+from plangate.acp import mapping, requests
+from plangate.adk.session import ModeState
 from plangate.agent.workspace import copy_sample_workspace
-from plangate.models.demo import OPTIONS, DemoModel
+from plangate.models.demo import OPTIONS
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
-
-FIXED = "        if quantity > on_hand:\n"
-CANCEL = "<cancel>"
-
-
-class EditorClient:
-    """An ACP client that records what the agent sends and answers permission requests
-    from a script: an option name, or CANCEL (the user stops the turn). With ``cancel_at``
-    set, it stops the turn as soon as a tool call with that title starts."""
-
-    def __init__(self) -> None:
-        self.cancel_at: str | None = None
-        self.updates: list[Any] = []
-        self.permissions: list[tuple[ToolCallUpdate, list[PermissionOption], int]] = []
-        self.answers: deque[str] = deque()
-        self.conn: Any = None
-        self.session_id = ""
-
-    async def request_permission(
-        self, options: list[PermissionOption], session_id: str, tool_call: ToolCallUpdate, **_: Any
-    ) -> RequestPermissionResponse:
-        self.permissions.append((tool_call, options, len(self.updates)))
-        answer = self.answers.popleft()
-        if answer == CANCEL:
-            await self.conn.cancel(session_id=session_id)
-            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        chosen = next(o for o in options if answer in (o.name, o.option_id))
-        return RequestPermissionResponse(
-            outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id)
-        )
-
-    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
-        self.updates.append(update)
-        started = update.title if isinstance(update, ToolCallStart) else ""
-        if self.cancel_at and started.startswith(self.cancel_at):
-            self.cancel_at = None
-            await self.conn.cancel(session_id=session_id)
-
-    async def write_text_file(self, **_: Any) -> None:
-        raise RequestError.method_not_found("fs/write_text_file")
-
-    async def read_text_file(self, **_: Any) -> None:
-        raise RequestError.method_not_found("fs/read_text_file")
-
-    async def create_terminal(self, **_: Any) -> None:
-        raise RequestError.method_not_found("terminal/create")
-
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise RequestError.method_not_found(method)
-
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        return None
-
-    def on_connect(self, conn: Any) -> None:
-        self.conn = conn
-
-    # -- reading what was sent ------------------------------------------------------------
-
-    def of(self, kind: type, start: int = 0) -> list[Any]:
-        return [u for u in self.updates[start:] if isinstance(u, kind)]
-
-    def modes(self, start: int = 0) -> list[str]:
-        return [u.current_mode_id for u in self.of(CurrentModeUpdate, start)]
-
-    def text(self) -> str:
-        return "".join(u.content.text for u in self.of(AgentMessageChunk))
-
-    def results(self, call_id: str) -> list[ToolCallProgress]:
-        """The finished updates of one tool call (not the request cards)."""
-        return [
-            u
-            for u in self.of(ToolCallProgress)
-            if u.tool_call_id == call_id and u.status in ("completed", "failed")
-        ]
-
-    def calls(self, name_prefix: str) -> list[ToolCallStart]:
-        return [u for u in self.of(ToolCallStart) if u.title.startswith(name_prefix)]
 
 
 @pytest.fixture
@@ -128,58 +40,6 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def database_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'plangate.db'}"
-
-
-@asynccontextmanager
-async def editor(
-    tmp_path: Path, workspace: Path | None, database_url: str, *extra: str
-) -> AsyncIterator[tuple[EditorClient, Any]]:
-    """A running ``plangate acp`` and the client connected to it (initialized); without a
-    workspace, each session works in its ``cwd``."""
-    client = EditorClient()
-    if workspace is not None:
-        extra = ("--workspace", str(workspace), *extra)
-    env = {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PLANGATE_MODEL": "demo",
-    }
-    with (tmp_path / "agent-stderr.log").open("ab") as stderr:
-        async with spawn_agent_process(
-            client,
-            sys.executable,
-            "-m",
-            "plangate.cli.main",
-            "acp",
-            "--database-url",
-            database_url,
-            *extra,
-            cwd=tmp_path,
-            env=env,
-            transport_kwargs={"stderr": stderr},
-        ) as (conn, _process):
-            response = await conn.initialize(
-                protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities()
-            )
-            assert response.protocol_version == 1
-            yield client, conn
-
-
-async def prompt(client: EditorClient, conn: Any, text: str, *answers: str) -> str:
-    client.answers.extend(answers)
-    response = await conn.prompt(session_id=client.session_id, prompt=[text_block(text)])
-    assert not client.answers, f"unused answers: {list(client.answers)}"
-    return response.stop_reason
-
-
-async def new_session(client: EditorClient, conn: Any, cwd: Path) -> Any:
-    response = await conn.new_session(cwd=str(cwd), mcp_servers=[])
-    client.session_id = response.session_id
-    return response
-
-
-def open_session(workspace: Path, database_url: str, session_id: str) -> Any:
-    agent = build_coding_agent(workspace, DemoModel())
-    return PlanSession.open(build_runner(agent, database_url=database_url), session_id=session_id)
 
 
 # -- the tests ------------------------------------------------------------------------------
@@ -203,7 +63,9 @@ async def test_modes_are_advertised_and_only_real_changes_are_announced(
         option = option.root if hasattr(option, "root") else option
         assert option.category == "mode" and option.current_value == "default"
         assert [o.value for o in option.options] == ["default", "plan"]
-        assert client.updates == []
+        # Only the slash commands, sent after the response: no mode or plan updates.
+        await client.wait_for(AvailableCommandsUpdate)
+        assert [type(u) for u in client.updates] == [AvailableCommandsUpdate]
 
         await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
         assert client.modes() == ["plan"]
@@ -251,8 +113,8 @@ async def test_planned_fix_with_question_and_approval_in_one_prompt(
         assert [u.status for u in client.results(late_edit.tool_call_id)] == ["completed"]
 
         (question, options, _), (approval, approval_options, asked_at) = client.permissions
-        assert [o.name for o in options] == OPTIONS
-        assert [o.option_id for o in options] == ["0", "1"]
+        assert [o.name for o in options] == [*OPTIONS, "Answer in my own words"]
+        assert [o.option_id for o in options] == ["0", "1", "in_words"]
         assert approval.kind == "switch_mode"
         assert approval.title == "Approve plan (revision 1)"
         assert approval.raw_input["revision"] == 1 and len(approval.raw_input["sha256"]) == 64
@@ -260,6 +122,7 @@ async def test_planned_fix_with_question_and_approval_in_one_prompt(
         assert [(o.name, o.kind) for o in approval_options] == [
             ("Approve", "allow_once"),
             ("Keep planning", "reject_once"),
+            ("Reject with a note", "reject_once"),
         ]
         [answered] = client.results(question.tool_call_id)
         assert answered.status == "completed" and answered.raw_output["answer"] == OPTIONS[0]
@@ -297,6 +160,7 @@ async def test_the_agent_asks_to_enter_plan_mode_and_the_editor_follows(
         assert [(o.name, o.kind) for o in options] == [
             ("Enter Plan Mode", "allow_once"),
             ("No", "reject_once"),
+            ("No, with a note", "reject_once"),
         ]
         [entered] = client.results(entry.tool_call_id)
         assert entered.status == "completed" and entered.raw_output["status"] == "approved"
@@ -449,14 +313,15 @@ def test_mapping_modes_kinds_and_bound_replies() -> None:
     }
 
     question = request("question", message="Anything else?")
-    [skip] = mapping.permission_options(question)
+    skip, words = requests.permission_options(question)
     assert (skip.name, skip.kind) == ("Skip", "reject_once")
+    assert (words.name, words.option_id) == ("Answer in my own words", "in_words")
     selected = AllowedOutcome(outcome="selected", option_id="skip")
-    assert reply_of(mapping.reply_for(question, selected))["answer"] == "(no answer)"
+    assert reply_of(requests.reply_for(question, selected))["answer"] == "(no answer)"
 
     entry = request("enter", objective="Fix it")
-    refused = mapping.reply_for(entry, AllowedOutcome(outcome="selected", option_id="no"))
+    refused = requests.reply_for(entry, AllowedOutcome(outcome="selected", option_id="no"))
     assert reply_of(refused)["status"] == "rejected"
-    assert mapping.reply_for(entry, DeniedOutcome(outcome="cancelled")) is None
+    assert requests.reply_for(entry, DeniedOutcome(outcome="cancelled")) is None
     with pytest.raises(ValueError, match="was not offered"):
-        mapping.reply_for(entry, AllowedOutcome(outcome="selected", option_id="approve"))
+        requests.reply_for(entry, AllowedOutcome(outcome="selected", option_id="approve"))

@@ -9,32 +9,41 @@ run continues with the bound reply, all within the same ``session/prompt``.
 Mode changes are announced only once committed and only when they change what the
 editor shows: a ``set_mode`` that changes nothing sends nothing, and the agent's own
 changes (a confirmed entry, an approval) are sent when the run applies them.
+
+Before any model call a prompt is checked, in this order: a slash command (``/plan``,
+``/status``, ``/journal``) runs instead of a turn; a request waiting for the user's own
+words (an answer, a rejection note) takes the text as that reply; a request still pending
+(after a cancel or a ``session/load``) is asked again first, and the text follows once
+the run stops with nothing left open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sys
 import uuid
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp import PROTOCOL_VERSION, RequestError
 from acp.helpers import update_agent_message_text
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
+    AgentMessageChunk,
+    DeniedOutcome,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PlanEntry,
     PromptCapabilities,
     PromptResponse,
+    SessionCapabilities,
+    SessionListCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     StopReason,
@@ -45,18 +54,19 @@ from google.adk.runners import Runner
 from google.genai import types
 
 import plangate
-from plangate.acp import mapping
+from plangate.acp import commands, mapping, requests
+from plangate.acp.listing import CWD_KEY, TITLE_KEY, session_page, title_for
+from plangate.acp.mcp import SessionToolsets, check_servers, start_servers
+from plangate.acp.plan_file import PlanFile
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
-from plangate.plan.record import PlanStatus
+from plangate.plan.record import PendingRequest, PlanStatus
 
-__all__ = ["PlangateAgent", "run_stdio"]
+__all__ = ["PlangateAgent"]
 
 logger = logging.getLogger("plangate.acp")
 
 USER_ID = "user"
-# ACP messages may carry whole files (embedded resources); the asyncio default is 64 KiB.
-STDIO_LIMIT = 50 * 1024 * 1024
 
 
 @dataclass
@@ -72,6 +82,24 @@ class LiveSession:
     """The id of the approved plan the editor's plan view was last built from."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     turn: asyncio.Task[StopReason] | None = None
+    awaiting: Awaiting | None = None
+    """The request the user's next message answers in their own words."""
+    plan_file_for: str | None = None
+    """The approval request whose plan the plan file holds."""
+    spoke: bool = False
+    """Whether agent text went out in this turn (our own notes then start a paragraph)."""
+
+    @property
+    def plan_file(self) -> PlanFile:
+        return PlanFile(self.workspace, self.id)
+
+
+@dataclass(frozen=True)
+class Awaiting:
+    """A request bound to the next prompt, and the plan text it showed (for approvals)."""
+
+    request: PendingRequest
+    shown: str | None
 
 
 class PlangateAgent:
@@ -96,9 +124,12 @@ class PlangateAgent:
         self.data_dir = data_dir or Path.cwd() / ".plangate" / "data"
         self._conn: Client | None = None
         self._runners: dict[Path, Runner] = {}
+        self._mcp: dict[Path, SessionToolsets] = {}
         self._sessions: dict[str, LiveSession] = {}
         self._catalog: Any = None
         self._sample: Path | None = None
+        self._elicitation = False
+        self._background: set[asyncio.Task[None]] = set()
 
     def on_connect(self, conn: Client) -> None:
         self._conn = conn
@@ -112,11 +143,14 @@ class PlangateAgent:
         client_info: Any = None,
         **kwargs: Any,
     ) -> InitializeResponse:
+        elicitation = getattr(client_capabilities, "elicitation", None)
+        self._elicitation = getattr(elicitation, "form", None) is not None
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             agent_info=Implementation(
                 name="plangate", title="plangate", version=plangate.__version__
@@ -130,10 +164,19 @@ class PlangateAgent:
         mcp_servers: list[Any] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
+        servers = check_servers(mcp_servers)
         workspace = self._workspace_for(cwd)
         runner = self._runner(workspace)
-        session = await PlanSession.open(runner, user_id=USER_ID, session_id=uuid.uuid4().hex)
+        toolsets = await start_servers(servers, workspace)
+        session = await PlanSession.open(
+            runner,
+            user_id=USER_ID,
+            session_id=uuid.uuid4().hex,
+            state={CWD_KEY: _folder(cwd, workspace)},
+        )
+        await self._attach(session.session_id, workspace, toolsets)
         live = await self._track(session, workspace)
+        self._after_response(self._send(live, commands.available_commands()))
         return NewSessionResponse(
             session_id=live.id,
             modes=mapping.session_modes(live.mode),
@@ -151,17 +194,46 @@ class PlangateAgent:
         running = self._sessions.get(session_id)
         if running is not None and running.turn is not None and not running.turn.done():
             raise RequestError(-32602, f"session '{session_id}' is running a prompt")
+        servers = check_servers(mcp_servers)
         workspace = self._workspace_for(cwd)
         session = PlanSession(self._runner(workspace), user_id=USER_ID, session_id=session_id)
         stored = await session.session()
         if stored is None:
             raise RequestError(-32602, f"unknown session '{session_id}'", {"sessionId": session_id})
+        await self._attach(session_id, workspace, await start_servers(servers, workspace))
         live = await self._track(session, workspace)
         await self._replay(live, stored.events)
+        self._after_response(self._send(live, commands.available_commands()))
         return LoadSessionResponse(
             modes=mapping.session_modes(live.mode),
             config_options=mapping.config_options(live.mode),
         )
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        runner = next(iter(self._runners.values()), None) or self._runner(
+            self._workspace_for(cwd or "")
+        )
+        listed = await runner.session_service.list_sessions(
+            app_name=runner.app_name, user_id=USER_ID
+        )
+        return session_page(
+            listed.sessions,
+            cwd=cwd,
+            cursor=cursor,
+            default_cwd=str(self.workspace) if self.workspace is not None else None,
+        )
+
+    async def aclose(self) -> None:
+        """Stop the sessions' MCP servers (the connection is gone)."""
+        for toolsets in self._mcp.values():
+            await toolsets.close()
+
+    async def _attach(self, session_id: str, workspace: Path, toolsets: list[Any]) -> None:
+        """Give the session its MCP toolsets, in its workspace's agent only."""
+        for folder, attached in self._mcp.items():
+            await attached.attach(session_id, toolsets if folder == workspace else [])
 
     async def _track(self, session: PlanSession, workspace: Path) -> LiveSession:
         live = LiveSession(
@@ -199,6 +271,9 @@ class PlangateAgent:
             await self._send(live, update)
         if live.entries:
             await self._send(live, mapping.plan_update(live.entries))
+        pending = await live.session.pending()
+        if pending:
+            await self._say(live, requests.reask_notice(pending[0]))
 
     def _workspace_for(self, cwd: str) -> Path:
         if self.workspace is not None:
@@ -222,6 +297,9 @@ class PlangateAgent:
             if self._catalog is None:
                 self._catalog = DataCatalog(cache_dir=self.data_dir)
             agent = build_coding_agent(workspace, self.model, data=self._catalog)
+            # The MCP servers each session brought: undeclared tools, gated like any other.
+            self._mcp[workspace] = SessionToolsets()
+            agent.tools = [*agent.tools, self._mcp[workspace]]
             runner = build_runner(agent, database_url=self.database_url)
             self._runners[workspace] = runner
         return runner
@@ -282,7 +360,12 @@ class PlangateAgent:
         await self._sync(live)
 
     async def _sync(self, live: LiveSession, *, plan: bool = True) -> None:
-        """Tell the editor what changed since it was last told: the mode, the plan view."""
+        """Tell the editor what changed since it was last told: the mode, the plan view.
+        A request the next message was to answer is forgotten once it is withdrawn."""
+        if live.awaiting is not None and live.awaiting.request.approval_id not in {
+            p.approval_id for p in await live.session.pending()
+        }:
+            live.awaiting = None
         async with live.lock:
             current = mapping.mode_id(await live.session.mode())
             if current != live.mode:
@@ -311,6 +394,7 @@ class PlangateAgent:
         if live.turn is not None and not live.turn.done():
             raise RequestError(-32600, "a prompt is already running in this session")
         mapper = mapping.EventMapper(live.workspace)
+        live.spoke = False
         turn = asyncio.create_task(self._turn(live, mapper, mapping.prompt_text(prompt)))
         live.turn = turn
         try:
@@ -333,14 +417,16 @@ class PlangateAgent:
         if not text:
             await self._say(live, "There is nothing to do: the prompt has no text.")
             return "end_turn"
-        message: str | types.Content = text
         try:
-            while True:
-                await self._run(live, mapper, message)
-                answer = await self._ask_pending(live, mapper)
-                if isinstance(answer, str):
-                    return answer  # type: ignore[return-value]
-                message = answer
+            command = commands.parse_command(text)
+            if command is not None:
+                text = await self._command(live, command)
+                if not text:
+                    return "end_turn"
+            await self._entitle(live, text)
+            before = await self._protocol(live)
+            stop = await self._run_turn(live, mapper, text)
+            refusal = mapping.protocol_refusal(before, await self._protocol(live))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a model or tool failure must not take the connection down
@@ -350,6 +436,96 @@ class PlangateAgent:
                 await self._send(live, update)
             await self._say(live, f"{reason}\nThe session is saved; send a message to retry.")
             return "end_turn"
+        if refusal is not None:
+            await self._say(live, refusal)
+            return "refusal"
+        return stop
+
+    async def _run_turn(
+        self, live: LiveSession, mapper: mapping.EventMapper, text: str
+    ) -> StopReason:
+        """Run the prompt and every request it raises. A request left open (after a
+        cancel or a load) is asked again before any model call; the text follows once
+        nothing is open."""
+        message: str | types.Content | None = await self._awaited_reply(live, text)
+        queued = text if message is None else None
+        while True:
+            if message is None:
+                answer = await self._ask_pending(live, mapper)
+                if answer is None:  # nothing open
+                    if queued is None:
+                        return "end_turn"
+                    message, queued = queued, None
+                elif isinstance(answer, str):
+                    if queued is not None:
+                        await self._say(live, requests.not_sent_notice(queued))
+                    return answer  # type: ignore[return-value]
+                else:
+                    message = answer
+            await self._run(live, mapper, message)
+            message = None
+
+    async def _awaited_reply(self, live: LiveSession, text: str) -> types.Content | None:
+        """The reply when this prompt is the user's own words for an open request."""
+        awaiting, live.awaiting = live.awaiting, None
+        if awaiting is None:
+            return None
+        request = awaiting.request
+        if request.approval_id not in {p.approval_id for p in await live.session.pending()}:
+            await self._say(
+                live,
+                "The request this message was to answer is no longer open; "
+                "it goes to the agent as a new message.",
+            )
+            return None
+        shown = awaiting.shown
+        edited = live.plan_file.edited(shown) if shown is not None else None
+        self._done_with_plan_file(live, shown)
+        return requests.reply_with_words(request, text, edited)
+
+    async def _command(self, live: LiveSession, command: commands.Command) -> str:
+        """Run a slash command; the message it leaves to send (``/plan <message>``)."""
+        session = live.session
+        if command.name == "status":
+            stored = await session.session()
+            todos = stored.state.get(todos_state_key(session.runtime.branch)) if stored else None
+            await self._say(
+                live,
+                commands.status_markdown(
+                    session_id=live.id,
+                    workspace=live.workspace,
+                    mode=await session.mode(),
+                    record=await session.record(),
+                    pending=await session.pending(),
+                    todos=todos or [],
+                    protocol=await self._protocol(live),
+                ),
+            )
+            return ""
+        if command.name == "journal":
+            await self._say(live, commands.journal_markdown(await session.journal()))
+            return ""
+        if command.argument == "off":
+            await self._say(live, await session.leave_plan())
+            await self._sync(live)
+            return ""
+        await self._say(live, await session.select_plan())
+        await self._sync(live)
+        return command.argument
+
+    async def _entitle(self, live: LiveSession, text: str) -> None:
+        """Name the session after its first message (for ``session/list``); not while a
+        run is paused on a request (its resume comes first)."""
+        stored = await live.session.session()
+        if stored is None or stored.state.get(TITLE_KEY) or await live.session.pending():
+            return
+        await live.session.set_state({TITLE_KEY: title_for(text)})
+
+    async def _protocol(self, live: LiveSession) -> dict[str, Any] | None:
+        from plangate.adk.protocols import get_protocol_state
+
+        stored = await live.session.session()
+        return get_protocol_state(stored, live.session.agent.name) if stored else None
 
     async def _run(
         self, live: LiveSession, mapper: mapping.EventMapper, message: str | types.Content
@@ -397,34 +573,78 @@ class PlangateAgent:
 
     async def _ask_pending(
         self, live: LiveSession, mapper: mapping.EventMapper
-    ) -> types.Content | StopReason:
-        """Ask the editor about the first request the run paused on; the reply to resume
-        with, or why the turn stops."""
+    ) -> types.Content | StopReason | None:
+        """Ask the editor about the first open request: the reply to resume with, why the
+        turn stops with the request still open, or None when nothing is open."""
         while True:
             pending = await live.session.pending()
             if not pending:
-                return "end_turn"
+                return None
             request = pending[0]
-            fields = mapping.request_tool_call(request, await live.session.record())
+            record = await live.session.record()
+            shown = requests.shown_plan(request, record) if request.kind == "exit" else None
+            plan_file = live.plan_file
+            if shown is not None and (
+                live.plan_file_for != request.approval_id or not plan_file.path.exists()
+            ):
+                # Asked again (after a cancel), the file keeps the user's saved edits.
+                live.plan_file_for = request.approval_id if plan_file.write(shown) else None
+            fields = requests.request_tool_call(
+                request, record, plan_file.path if live.plan_file_for else None
+            )
             await self._send(live, fields.card(started=request.call_id in mapper.started))
             mapper.started.setdefault(request.call_id, request.tool_name)
             response = await self._client().request_permission(
                 session_id=live.id,
                 tool_call=fields.subject(),
-                options=mapping.permission_options(request),
+                options=requests.permission_options(request),
             )
-            try:
-                reply = mapping.reply_for(request, response.outcome)
-            except ValueError as exc:
-                await self._say(live, f"{exc}; the request stays open.")
-                return "end_turn"
-            if reply is None:  # the turn was cancelled: the request stays pending
+            outcome = response.outcome
+            if isinstance(outcome, DeniedOutcome) or outcome.outcome == "cancelled":
+                return "cancelled"  # the turn was cancelled: the request stays open
+            edited = plan_file.edited(shown) if shown is not None else None
+            if requests.wants_words(outcome):
+                words = await self._elicit_words(live, request)
+                if words is None:
+                    live.awaiting = Awaiting(request, shown)
+                    await self._say(live, requests.next_message_notice(request))
+                    return "end_turn"
+                reply = requests.reply_with_words(request, words, edited)
+            else:
+                try:
+                    reply = requests.reply_for(request, outcome, edited)
+                except ValueError as exc:
+                    await self._say(live, f"{exc}; the request stays open.")
+                    return "end_turn"
+            if reply is None:
                 return "cancelled"
+            self._done_with_plan_file(live, shown)
             still = {p.approval_id for p in await live.session.pending()}
             if request.approval_id in still:
                 return reply
             # Withdrawn (the user left plan mode) or answered elsewhere while the editor asked.
-            await self._send(live, mapping.withdrawn(request.call_id))
+            await self._send(live, requests.withdrawn(request.call_id))
+
+    async def _elicit_words(self, live: LiveSession, request: PendingRequest) -> str | None:
+        """The user's own words through a form, where the editor has forms; None when it
+        has none or the user closed it (the next message is then the reply)."""
+        if not self._elicitation:
+            return None
+        try:
+            response = await self._client().create_elicitation(
+                message=requests.words_prompt(request), mode=requests.words_form(request, live.id)
+            )
+        except Exception as exc:  # an editor that advertised forms but cannot show one
+            logger.warning("the form elicitation failed: %s", exc)
+            return None
+        return requests.elicited_words(response)
+
+    @staticmethod
+    def _done_with_plan_file(live: LiveSession, shown: str | None) -> None:
+        """An approval was answered: its plan file has served."""
+        if shown is not None:
+            live.plan_file.remove()
+            live.plan_file_for = None
 
     # -- sending ------------------------------------------------------------------------
 
@@ -434,10 +654,19 @@ class PlangateAgent:
         return self._conn
 
     async def _send(self, live: LiveSession, update: Any) -> None:
+        if isinstance(update, AgentMessageChunk):
+            live.spoke = True
         await self._client().session_update(session_id=live.id, update=update)
 
     async def _say(self, live: LiveSession, text: str) -> None:
-        await self._send(live, update_agent_message_text(text))
+        await self._send(live, update_agent_message_text(f"\n\n{text}" if live.spoke else text))
+
+    def _after_response(self, send: Any) -> None:
+        """Send once the current request's response is out (it is written before this
+        task first runs, and the transport keeps the order)."""
+        task = asyncio.get_running_loop().create_task(send)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
 
 def _replied_calls(message: str | types.Content) -> list[tuple[str, str]]:
@@ -450,24 +679,6 @@ def _replied_calls(message: str | types.Content) -> list[tuple[str, str]]:
     ]
 
 
-async def run_stdio(agent: PlangateAgent) -> None:
-    """Serve ``agent`` on stdin/stdout until the editor closes the connection.
-
-    Standard output carries the protocol and nothing else: the process's own fd 1 is
-    pointed at stderr first, so a stray print or a child process writing there cannot
-    corrupt the stream.
-    """
-    if os.name == "nt":  # pragma: no cover - the pipe setup below is POSIX only
-        await run_agent(agent)
-        return
-    sys.stdout.flush()
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=STDIO_LIMIT)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", buffering=0)
-    )
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    await run_agent(agent, input_stream=writer, output_stream=reader)
+def _folder(cwd: str, workspace: Path) -> str:
+    """The session's folder as the editor named it (absolute), else its workspace."""
+    return cwd if cwd and Path(cwd).is_absolute() else str(workspace)

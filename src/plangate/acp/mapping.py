@@ -1,5 +1,6 @@
 """Pure mapping between plangate and the Agent Client Protocol: ADK events, plan records,
-todos and pending requests in; ACP session updates, mode state and permission options out.
+todos and protocol state in; ACP session updates and mode state out (pending requests and
+their replies are :mod:`plangate.acp.requests`).
 
 Nothing here does I/O: :mod:`plangate.acp.agent` reads the session and sends what these
 functions build.
@@ -26,11 +27,8 @@ from acp.helpers import (
 )
 from acp.schema import (
     AgentPlanUpdate,
-    AllowedOutcome,
     ConfigOptionUpdate,
     CurrentModeUpdate,
-    DeniedOutcome,
-    PermissionOption,
     PlanEntry,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
@@ -39,14 +37,13 @@ from acp.schema import (
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
-    ToolCallUpdate,
     ToolKind,
 )
 from google.adk.events import Event
 from google.genai import types
 
-from plangate.adk.session import ModeState, PlanSession
-from plangate.plan.record import PendingRequest, PlanRecord, PlanStatus
+from plangate.adk.session import ModeState
+from plangate.plan.record import PlanRecord, PlanStatus
 from plangate.plan.transitions import plan_steps
 
 __all__ = [
@@ -55,22 +52,20 @@ __all__ = [
     "MODE_IDS",
     "PLAN_MODE",
     "EventMapper",
-    "ToolCallFields",
+    "clip",
     "config_options",
     "mode_changed",
     "mode_id",
-    "permission_options",
     "plan_entries",
     "plan_update",
     "prompt_text",
-    "reply_for",
-    "request_tool_call",
+    "protocol_refusal",
     "resolution_update",
     "session_modes",
+    "text_content",
     "tool_kind",
     "tool_title",
     "unknown_mode_message",
-    "withdrawn",
 ]
 
 DEFAULT_MODE = "default"
@@ -93,8 +88,6 @@ _MODES = (
 
 GATE_PREFIX = "PLAN_MODE_GATE"
 PHASE_PREFIX = "ACTION_NOT_ALLOWED_IN_PHASE"
-KEEP_PLANNING_NOTE = "The user chose to keep planning."
-NO_ANSWER = "(no answer)"
 
 _KINDS: dict[str, ToolKind] = {
     "Read": "read",
@@ -204,7 +197,7 @@ def tool_title(name: str, args: dict[str, Any]) -> str:
         where = f" in {path}" if isinstance(path, str) and path else ""
         return f"Grep {args.get('pattern', '')!r}{where}"
     if name == "Bash":
-        return f"Run {_clip(str(args.get('command', '')), 80)}"
+        return f"Run {clip(str(args.get('command', '')), 80)}"
     if name == "enter_plan_mode":
         return "Enter Plan Mode"
     if name == "exit_plan_mode":
@@ -212,7 +205,7 @@ def tool_title(name: str, args: dict[str, Any]) -> str:
     if name == "update_plan_content":
         return f"Update the plan ({args.get('mode') or 'append'})"
     if name == "ask_user_question":
-        return _clip(str(args.get("question", "")), 120) or "Question"
+        return clip(str(args.get("question", "")), 120) or "Question"
     if name == "todo_write":
         return "Update todos"
     return name
@@ -261,9 +254,11 @@ def _result(call_id: str, name: str, result: dict[str, Any]) -> ToolCallProgress
             text = f"Refused by the plan gate: {text}"
         elif text.startswith(PHASE_PREFIX):
             text = f"Refused by the protocol phase: {text}"
-        return update_tool_call(call_id, status="failed", content=[_text(text)], raw_output=result)
+        return update_tool_call(
+            call_id, status="failed", content=[text_content(text)], raw_output=result
+        )
     # An edit keeps the diff it showed at the start; everything else gets a summary.
-    content = None if name in ("Edit", "Write") else [_text(_summary(name, result))]
+    content = None if name in ("Edit", "Write") else [text_content(_summary(name, result))]
     return update_tool_call(call_id, status="completed", content=content, raw_output=result)
 
 
@@ -277,7 +272,7 @@ def _summary(name: str, result: dict[str, Any]) -> str:
         return f"{len(result.get('matches') or [])} matches"
     if name == "Bash":
         output = (str(result.get("stdout") or "") + str(result.get("stderr") or "")).strip()
-        return f"exit {result.get('exit_code')}\n```\n{_clip(output, _TEXT_LIMIT)}\n```"
+        return f"exit {result.get('exit_code')}\n```\n{clip(output, _TEXT_LIMIT)}\n```"
     if name == "todo_write":
         return str(result.get("message") or "todos updated")
     if name == "ask_user_question" and result.get("answer") is not None:
@@ -288,14 +283,14 @@ def _summary(name: str, result: dict[str, Any]) -> str:
         return f"{decided}: {note}" if note else f"{decided}."
     if "message" in result:
         return str(result["message"])
-    return _clip(json.dumps(result, ensure_ascii=False, default=str), _TEXT_LIMIT)
+    return clip(json.dumps(result, ensure_ascii=False, default=str), _TEXT_LIMIT)
 
 
-def _text(text: str) -> Any:
+def text_content(text: str) -> Any:
     return tool_content(text_block(text))
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -356,7 +351,10 @@ class EventMapper:
 
     def interrupted(self, reason: str) -> list[ToolCallProgress]:
         """Close the calls still running when a turn stops early."""
-        out = [update_tool_call(c, status="failed", content=[_text(reason)]) for c in self.running]
+        out = [
+            update_tool_call(c, status="failed", content=[text_content(reason)])
+            for c in self.running
+        ]
         self.running.clear()
         return out
 
@@ -400,138 +398,27 @@ def plan_update(entries: Sequence[PlanEntry]) -> AgentPlanUpdate:
     return update_plan(entries)
 
 
-# -- human-in-the-loop --------------------------------------------------------------------
+# -- protocol governance ------------------------------------------------------------------
 
 
-class ToolCallFields:
-    """A pending request shown as a tool call: the card update and the permission subject."""
-
-    def __init__(self, request: PendingRequest, record: PlanRecord | None) -> None:
-        payload = request.payload
-        self.call_id = request.call_id
-        self.kind: ToolKind = "switch_mode" if request.kind in ("enter", "exit") else "think"
-        self.content: list[Any] | None = None
-        if request.kind == "exit":
-            content = str(payload.get("content") or (record.content if record else ""))
-            self.title = f"Approve plan (revision {request.revision})"
-            self.raw_input: dict[str, Any] = {
-                "plan": content,
-                "revision": request.revision,
-                "sha256": request.sha256,
-                "summary": payload.get("message"),
-                "objective": payload.get("objective"),
-                "approval_id": request.approval_id,
-            }
-            self.content = [_text(content)] if content else None
-        elif request.kind == "enter":
-            objective = str(payload.get("objective") or "")
-            self.title = (
-                f"Enter Plan Mode: {_clip(objective, 80)}" if objective else "Enter Plan Mode"
-            )
-            self.raw_input = {"objective": objective, "approval_id": request.approval_id}
-            self.content = [_text(f"The agent asks to plan before acting: {objective}")]
-        else:
-            question = str(payload.get("message") or "")
-            self.title = _clip(question, 120) or "Question"
-            self.raw_input = {
-                "question": question,
-                "options": list(payload.get("options") or []),
-                "question_id": request.question_id,
-                "approval_id": request.approval_id,
-            }
-
-    def card(self, *, started: bool) -> ToolCallStart | ToolCallProgress:
-        """The session update that shows the request: a new tool call, or an update of the
-        call already on screen."""
-        if started:
-            return update_tool_call(
-                self.call_id,
-                title=self.title,
-                kind=self.kind,
-                status="pending",
-                content=self.content,
-                raw_input=self.raw_input,
-            )
-        return start_tool_call(
-            self.call_id,
-            self.title,
-            kind=self.kind,
-            status="pending",
-            content=self.content,
-            raw_input=self.raw_input,
-        )
-
-    def subject(self) -> ToolCallUpdate:
-        return ToolCallUpdate(
-            tool_call_id=self.call_id,
-            title=self.title,
-            kind=self.kind,
-            status="pending",
-            content=self.content,
-            raw_input=self.raw_input,
-        )
-
-
-def request_tool_call(request: PendingRequest, record: PlanRecord | None) -> ToolCallFields:
-    return ToolCallFields(request, record)
-
-
-def permission_options(request: PendingRequest) -> list[PermissionOption]:
-    if request.kind == "exit":
-        return [
-            PermissionOption(option_id="approve", name="Approve", kind="allow_once"),
-            PermissionOption(option_id="keep_planning", name="Keep planning", kind="reject_once"),
-        ]
-    if request.kind == "enter":
-        return [
-            PermissionOption(option_id="enter", name="Enter Plan Mode", kind="allow_once"),
-            PermissionOption(option_id="no", name="No", kind="reject_once"),
-        ]
-    options = [str(o) for o in request.payload.get("options") or []]
-    if not options:
-        return [PermissionOption(option_id="skip", name="Skip", kind="reject_once")]
-    return [
-        PermissionOption(option_id=str(index), name=text, kind="allow_once")
-        for index, text in enumerate(options)
-    ]
-
-
-def reply_for(
-    request: PendingRequest, outcome: AllowedOutcome | DeniedOutcome
-) -> types.Content | None:
-    """The bound reply for the option the user picked; None when the prompt was cancelled.
-
-    Raises ValueError for an option that was not offered.
-    """
-    if isinstance(outcome, DeniedOutcome) or outcome.outcome == "cancelled":
+def protocol_refusal(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
+    """What to tell the user when protocol governance failed THIS turn's run (its
+    completion gate refused to let it end as done); None otherwise. A failure already on
+    display before the turn is not news."""
+    if not after or after.get("run_status") != "failed":
         return None
-    choice = outcome.option_id
-    if request.kind == "exit":
-        if choice == "approve":
-            return PlanSession.approve(request)
-        if choice == "keep_planning":
-            return PlanSession.reject(request, note=KEEP_PLANNING_NOTE)
-    elif request.kind == "enter":
-        if choice in ("enter", "no"):
-            return PlanSession.confirm_enter(request, choice == "enter")
-    else:
-        options = [str(o) for o in request.payload.get("options") or []]
-        if not options and choice == "skip":
-            return PlanSession.answer(request, NO_ANSWER)
-        if choice.isdigit() and int(choice) < len(options):
-            return PlanSession.answer(request, options[int(choice)])
-    raise ValueError(f"option {choice!r} was not offered for this {request.kind} request")
-
-
-def withdrawn(call_id: str) -> ToolCallProgress:
-    """A request that stopped being pending while the editor asked about it."""
-    return update_tool_call(
-        call_id,
-        status="failed",
-        content=[
-            _text(
-                "No longer pending: the request was withdrawn (the user left plan mode) "
-                "or answered elsewhere; nothing was changed."
-            )
-        ],
+    if (
+        before
+        and before.get("run_id") == after.get("run_id")
+        and before.get("run_status") == "failed"
+    ):
+        return None
+    code = str(after.get("run_outcome_code") or "PROTOCOL_RUN_FAILED")
+    message = str(after.get("run_outcome_message") or "")
+    detail = message if message.startswith(code) else f"{code}: {message}" if message else code
+    protocol = f"{after.get('protocol')}@{after.get('version')}"
+    return (
+        f"Protocol governance stopped this run under {protocol} — {detail}.\n"
+        "Type “try again” to retry: the agent can then hand the task over to the protocol "
+        "it needs (such as data-analysis). Or rephrase the request."
     )

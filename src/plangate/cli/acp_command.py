@@ -18,7 +18,9 @@ def add_acp_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="serve the coding agent to an editor over the Agent Client Protocol (stdio)",
         description="Speak the Agent Client Protocol on stdin/stdout, so an editor can drive "
         "the coding agent and switch between the Default and Plan modes. Plan approvals, "
-        "questions and Plan Mode entry are asked as permission requests.",
+        "questions and Plan Mode entry are asked as permission requests; /plan, /status "
+        "and /journal work as in plangate chat, and the editor's stdio MCP servers become "
+        "tools of their session.",
     )
     parser.add_argument(
         "--workspace",

@@ -1,0 +1,52 @@
+"""The plan under review as a Markdown file the editor can open, edit and save.
+
+ACP permission requests carry no text, so the plan is written to
+``<workspace>/.plangate/plan-<session>.md`` when its approval is asked. If the saved file
+differs from what was shown when the user answers, the saved text is the reviewed
+content: the approval sends it and the host approves it as a new revision, bound to the
+revision and hash that were shown.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+__all__ = ["PlanFile"]
+
+logger = logging.getLogger("plangate.acp")
+
+FOLDER = ".plangate"
+
+
+class PlanFile:
+    def __init__(self, workspace: Path, session_id: str) -> None:
+        self.path = workspace / FOLDER / f"plan-{session_id}.md"
+
+    def write(self, content: str) -> bool:
+        """Write the plan as shown; False when the folder is not writable."""
+        folder = self.path.parent
+        try:
+            if not folder.exists():
+                folder.mkdir(parents=True)
+                # Our own files: keep them out of the project's version control.
+                (folder / ".gitignore").write_text("*\n")
+            self.path.write_text(content, encoding="utf-8")
+        except OSError as exc:
+            logger.warning("could not write the plan file %s: %s", self.path, exc)
+            return False
+        return True
+
+    def edited(self, shown: str) -> str | None:
+        """The saved text when the user changed it, else None (also when it is gone or
+        emptied: an empty file approves nothing new)."""
+        try:
+            saved = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        if not saved.strip() or saved.strip() == shown.strip():
+            return None
+        return saved
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,306 @@
+"""Human-in-the-loop requests in the editor: a pending plan entry, question or approval
+shown as a tool call, asked with ``session/request_permission``, and the user's pick (or
+own words) turned into the reply bound to that request.
+
+Pure, like :mod:`plangate.acp.mapping`: the agent asks and sends what these build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from acp.helpers import start_tool_call, update_tool_call
+from acp.schema import (
+    AcceptElicitationResponse,
+    AllowedOutcome,
+    DeniedOutcome,
+    ElicitationFormSessionMode,
+    ElicitationSchema,
+    ElicitationStringPropertySchema,
+    PermissionOption,
+    ToolCallLocation,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+    ToolKind,
+)
+from google.genai import types
+
+from plangate.acp.mapping import clip, text_content
+from plangate.adk.session import PlanSession
+from plangate.plan.record import PendingRequest, PlanRecord
+
+__all__ = [
+    "IN_WORDS",
+    "KEEP_PLANNING_NOTE",
+    "NO_ANSWER",
+    "ToolCallFields",
+    "elicited_words",
+    "next_message_notice",
+    "not_sent_notice",
+    "permission_options",
+    "reask_notice",
+    "reply_for",
+    "reply_with_words",
+    "request_tool_call",
+    "shown_plan",
+    "wants_words",
+    "withdrawn",
+    "words_form",
+    "words_prompt",
+]
+
+KEEP_PLANNING_NOTE = "The user chose to keep planning."
+NO_ANSWER = "(no answer)"
+
+
+class ToolCallFields:
+    """A pending request shown as a tool call: the card update and the permission subject."""
+
+    def __init__(
+        self, request: PendingRequest, record: PlanRecord | None, plan_file: Path | None = None
+    ) -> None:
+        payload = request.payload
+        self.call_id = request.call_id
+        self.kind: ToolKind = "switch_mode" if request.kind in ("enter", "exit") else "think"
+        self.content: list[Any] | None = None
+        self.locations: list[ToolCallLocation] | None = None
+        if request.kind == "exit":
+            content = shown_plan(request, record)
+            self.title = f"Approve plan (revision {request.revision})"
+            self.raw_input: dict[str, Any] = {
+                "plan": content,
+                "revision": request.revision,
+                "sha256": request.sha256,
+                "summary": payload.get("message"),
+                "objective": payload.get("objective"),
+                "approval_id": request.approval_id,
+            }
+            self.content = [text_content(content)] if content else []
+            if plan_file is not None:
+                self.raw_input["plan_file"] = str(plan_file)
+                self.locations = [ToolCallLocation(path=str(plan_file))]
+                self.content.append(
+                    text_content(
+                        f"The plan is also in {plan_file}: edit it there and save before "
+                        "you answer, and the saved text is what you approve."
+                    )
+                )
+            self.content = self.content or None
+        elif request.kind == "enter":
+            objective = str(payload.get("objective") or "")
+            self.title = (
+                f"Enter Plan Mode: {clip(objective, 80)}" if objective else "Enter Plan Mode"
+            )
+            self.raw_input = {"objective": objective, "approval_id": request.approval_id}
+            self.content = [text_content(f"The agent asks to plan before acting: {objective}")]
+        else:
+            question = str(payload.get("message") or "")
+            self.title = clip(question, 120) or "Question"
+            self.raw_input = {
+                "question": question,
+                "options": list(payload.get("options") or []),
+                "question_id": request.question_id,
+                "approval_id": request.approval_id,
+            }
+
+    def card(self, *, started: bool) -> ToolCallStart | ToolCallProgress:
+        """The session update that shows the request: a new tool call, or an update of the
+        call already on screen."""
+        if started:
+            return update_tool_call(
+                self.call_id,
+                title=self.title,
+                kind=self.kind,
+                status="pending",
+                content=self.content,
+                locations=self.locations,
+                raw_input=self.raw_input,
+            )
+        return start_tool_call(
+            self.call_id,
+            self.title,
+            kind=self.kind,
+            status="pending",
+            content=self.content,
+            locations=self.locations,
+            raw_input=self.raw_input,
+        )
+
+    def subject(self) -> ToolCallUpdate:
+        return ToolCallUpdate(
+            tool_call_id=self.call_id,
+            title=self.title,
+            kind=self.kind,
+            status="pending",
+            content=self.content,
+            locations=self.locations,
+            raw_input=self.raw_input,
+        )
+
+
+def request_tool_call(
+    request: PendingRequest, record: PlanRecord | None, plan_file: Path | None = None
+) -> ToolCallFields:
+    return ToolCallFields(request, record, plan_file)
+
+
+def shown_plan(request: PendingRequest, record: PlanRecord | None) -> str:
+    """The plan text an approval request shows (the revision it is bound to)."""
+    return str(request.payload.get("content") or (record.content if record else ""))
+
+
+IN_WORDS = "in_words"
+WORDS_FIELD = "text"
+"""The option that asks for free text (an answer, a rejection note) instead of a choice."""
+
+
+def permission_options(request: PendingRequest) -> list[PermissionOption]:
+    if request.kind == "exit":
+        return [
+            PermissionOption(option_id="approve", name="Approve", kind="allow_once"),
+            PermissionOption(option_id="keep_planning", name="Keep planning", kind="reject_once"),
+            PermissionOption(option_id=IN_WORDS, name="Reject with a note", kind="reject_once"),
+        ]
+    if request.kind == "enter":
+        return [
+            PermissionOption(option_id="enter", name="Enter Plan Mode", kind="allow_once"),
+            PermissionOption(option_id="no", name="No", kind="reject_once"),
+            PermissionOption(option_id=IN_WORDS, name="No, with a note", kind="reject_once"),
+        ]
+    options = [
+        PermissionOption(option_id=str(index), name=str(text), kind="allow_once")
+        for index, text in enumerate(request.payload.get("options") or [])
+    ]
+    if not options:
+        options.append(PermissionOption(option_id="skip", name="Skip", kind="reject_once"))
+    options.append(
+        PermissionOption(option_id=IN_WORDS, name="Answer in my own words", kind="allow_once")
+    )
+    return options
+
+
+def wants_words(outcome: AllowedOutcome | DeniedOutcome) -> bool:
+    """Whether the user picked the free-text option."""
+    return isinstance(outcome, AllowedOutcome) and outcome.option_id == IN_WORDS
+
+
+def reply_for(
+    request: PendingRequest, outcome: AllowedOutcome | DeniedOutcome, content: str | None = None
+) -> types.Content | None:
+    """The bound reply for the option the user picked; None when the prompt was cancelled.
+    ``content`` is the plan as the user edited it (an approval request only).
+
+    Raises ValueError for an option that was not offered, or for the free-text option
+    (its reply needs the text: :func:`reply_with_words`).
+    """
+    if isinstance(outcome, DeniedOutcome) or outcome.outcome == "cancelled":
+        return None
+    choice = outcome.option_id
+    if request.kind == "exit":
+        if choice == "approve":
+            return PlanSession.approve(request, content=content)
+        if choice == "keep_planning":
+            return PlanSession.reject(request, note=KEEP_PLANNING_NOTE, content=content)
+    elif request.kind == "enter":
+        if choice in ("enter", "no"):
+            return PlanSession.confirm_enter(request, choice == "enter")
+    else:
+        options = [str(o) for o in request.payload.get("options") or []]
+        if not options and choice == "skip":
+            return PlanSession.answer(request, NO_ANSWER)
+        if choice.isdigit() and int(choice) < len(options):
+            return PlanSession.answer(request, options[int(choice)])
+    raise ValueError(f"option {choice!r} was not offered for this {request.kind} request")
+
+
+def reply_with_words(
+    request: PendingRequest, text: str, content: str | None = None
+) -> types.Content:
+    """The bound reply carrying the user's own words: the answer to a question, the note
+    that rejects a plan (with the edited plan, if any) or declines Plan Mode."""
+    if request.kind == "exit":
+        return PlanSession.reject(request, note=text, content=content)
+    if request.kind == "enter":
+        return PlanSession.confirm_enter(request, False, text)
+    return PlanSession.answer(request, text)
+
+
+def words_prompt(request: PendingRequest) -> str:
+    """What the user is asked to type for the free-text option."""
+    if request.kind == "exit":
+        return f"What should change in plan revision {request.revision}?"
+    if request.kind == "enter":
+        return "Why not plan first? Your note goes to the agent."
+    return str(request.payload.get("message") or "Your answer")
+
+
+def next_message_notice(request: PendingRequest) -> str:
+    """The agent message binding the user's next prompt to an open request."""
+    if request.kind == "exit":
+        what = f"the note that rejects plan revision {request.revision}"
+    elif request.kind == "enter":
+        what = "your note declining Plan Mode"
+    else:
+        what = f"your answer to “{clip(str(request.payload.get('message') or ''), 120)}”"
+    return (
+        f"Type {what} as your next message: it is sent to this request, not as a new task. "
+        "(/plan off leaves Plan Mode instead.)"
+    )
+
+
+def reask_notice(request: PendingRequest) -> str:
+    """After a load: the request still open, asked again at the next message."""
+    if request.kind == "exit":
+        what = f"The approval of plan revision {request.revision} is still open"
+    elif request.kind == "enter":
+        what = "The agent's request to enter Plan Mode is still open"
+    else:
+        what = f"The question “{clip(str(request.payload.get('message') or ''), 120)}” is open"
+    return f"{what}: it is asked again when you send your next message."
+
+
+def not_sent_notice(text: str) -> str:
+    return (
+        f"Your message “{clip(text, 120)}” was not sent to the agent while a request is "
+        "open; send it again once the request is answered."
+    )
+
+
+def words_form(request: PendingRequest, session_id: str) -> ElicitationFormSessionMode:
+    """The form elicitation asking for the free-text reply (one required text field)."""
+    return ElicitationFormSessionMode(
+        session_id=session_id,
+        tool_call_id=request.call_id,
+        requested_schema=ElicitationSchema(
+            properties={
+                WORDS_FIELD: ElicitationStringPropertySchema(
+                    type="string", title=words_prompt(request), min_length=1
+                )
+            },
+            required=[WORDS_FIELD],
+        ),
+    )
+
+
+def elicited_words(response: Any) -> str | None:
+    """The text an accepted form elicitation returned; None when declined or empty."""
+    if not isinstance(response, AcceptElicitationResponse):
+        return None
+    text = str((response.content or {}).get(WORDS_FIELD) or "").strip()
+    return text or None
+
+
+def withdrawn(call_id: str) -> ToolCallProgress:
+    """A request that stopped being pending while the editor asked about it."""
+    return update_tool_call(
+        call_id,
+        status="failed",
+        content=[
+            text_content(
+                "No longer pending: the request was withdrawn (the user left plan mode) "
+                "or answered elsewhere; nothing was changed."
+            )
+        ],
+    )
