@@ -30,6 +30,7 @@ from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.demo import OPTIONS
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
+from plangate.sandbox import sandbox_status
 
 
 @pytest.fixture
@@ -51,6 +52,8 @@ async def test_modes_are_advertised_and_only_real_changes_are_announced(
     async with editor(tmp_path, workspace, database_url) as (client, conn):
         info = await conn.initialize(protocol_version=PROTOCOL_VERSION)
         assert info.agent_info.name == "plangate" and info.agent_info.version
+        sandbox = info.agent_info.field_meta["plangate"]["sandbox"]
+        assert sandbox["available"] == sandbox_status().available and sandbox["detail"]
         assert info.agent_capabilities.load_session is True
 
         session = await new_session(client, conn, workspace)

@@ -152,9 +152,7 @@ class PlangateAgent:
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
-            agent_info=Implementation(
-                name="plangate", title="plangate", version=plangate.__version__
-            ),
+            agent_info=_agent_info(),
         )
 
     async def new_session(
@@ -682,3 +680,19 @@ def _replied_calls(message: str | types.Content) -> list[tuple[str, str]]:
 def _folder(cwd: str, workspace: Path) -> str:
     """The session's folder as the editor named it (absolute), else its workspace."""
     return cwd if cwd and Path(cwd).is_absolute() else str(workspace)
+
+
+def _agent_info() -> Implementation:
+    """Who we are, and what contains the agent's commands on this machine: the title says
+    plainly when there is no sandbox, the meta carries the details."""
+    from plangate.sandbox import sandbox_status
+
+    status = sandbox_status()
+    title = "plangate" if status.available else "plangate (no sandbox: parser-only)"
+    sandbox = {"available": status.available, "detail": status.detail, "fix": status.fix}
+    return Implementation(
+        name="plangate",
+        title=title,
+        version=plangate.__version__,
+        field_meta={"plangate": {"sandbox": sandbox}},
+    )
