@@ -14,9 +14,10 @@ from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
 from google.genai import types
 
-from harness import WRITES, Read, Write, final_text, make_agent, tool_results
-from plangate.adk import PlanOptions
+from harness import WRITES, Harness, Read, Write, final_text, make_agent, tool_results
+from plangate.adk import PlanOptions, plan_runtime
 from plangate.adk.runner import build_app, build_runner, function_reply
+from plangate.adk.scope import PlanScope
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todo_write_tool
 from plangate.models.scripted import ScriptedLlm, call, text
@@ -82,6 +83,8 @@ async def test_two_questions_in_one_step_answered_in_either_order(
     await collect(session, "add persistence")
     asked = await session.pending()
     assert [p.payload["message"] for p in asked] == ["Which database?", "Which port?"]
+    assert [p.question_id for p in asked] == [1, 2]  # numbered in the order asked
+    assert [p.payload["question_id"] for p in asked] == [1, 2]
     answers = {asked[0].call_id: "PostgreSQL", asked[1].call_id: "5432"}
     first, second = asked if order == "asked" else asked[::-1]
 
@@ -186,6 +189,26 @@ async def test_update_and_submit_in_one_step_leave_the_mirror_equal_to_the_store
     await collect(session, PlanSession.approve(request))
     assert await mirror_equals_store(session)
     assert (await session.session()).state["agent_mode"] == "agent"
+
+
+async def test_over_the_wire_the_batched_mirror_equals_the_store(database_url: str) -> None:
+    """A host driving the runner itself (no PlanSession to settle anything afterwards)."""
+    model = ScriptedLlm()
+    agent = make_agent(model)
+    h = Harness(agent, database_url)
+    await h.start({"agent_mode": "plan"})
+    model.add(
+        [call("update_plan_content", content="1. draft")],
+        [
+            call("update_plan_content", content="2. more"),
+            call("exit_plan_mode", summary="ready"),
+        ],
+    )
+    await h.send("task")
+    scope = PlanScope(h.app_name, h.user_id, h.session_id, agent.name)
+    stored = (await plan_runtime(agent).load(scope)).state.record
+    assert stored.status is PlanStatus.PENDING_APPROVAL
+    assert (await h.state())["plan:orchestrator"] == stored.dump()
 
 
 async def test_approving_withdraws_an_open_question_and_the_run_resumes(
@@ -359,6 +382,31 @@ async def test_without_the_plugin_a_rerun_call_is_answered_not_asked_again(
     record = await session.record()
     assert len(record.asked_questions) == 1 and record.pending == []
     assert record.asked_questions[0].answer == "pg"
+
+
+async def test_without_the_plugin_a_reply_without_id_is_applied_or_explained(
+    database_url: str,
+) -> None:
+    """ADK cannot resume a call from a reply without an id and starts a new turn with it;
+    the step boundary applies it to the one open request of its name, and tells the
+    model when it matches none."""
+    model = ScriptedLlm()
+    agent = make_agent(model, PlanOptions(database_url=database_url))
+    app = build_app(agent, "own")
+    app.plugins.clear()
+    service = DatabaseSessionService(db_url=resolve_database_url(database_url))
+    runner = Runner(app=app, session_service=service)
+    session = await PlanSession.open(runner, session_id="s1", state={"agent_mode": "plan"})
+    model.add([call("update_plan_content", content="1. x")], [call("exit_plan_mode")])
+    await collect(session, "task")
+    model.add(echo_responses)
+    events = await collect(session, without_id("exit_plan_mode", {"status": "approved"}))
+    assert (await session.record()).status is PlanStatus.APPROVED
+    assert json.loads(final_text(events))[-1]["status"] == "approved"
+    model.add(lambda request: [text(request.contents[-1].parts[-1].text or "")])
+    events = await collect(session, without_id("ask_user_question", {"answer": "x"}))
+    assert "NO_MATCHING_REQUEST" in final_text(events)
+    assert "could not be applied" in final_text(events)
 
 
 # -- mode switches while a run is in progress ---------------------------------------------

@@ -72,23 +72,29 @@ def make_gate(runtime: PlanRuntime) -> Any:
 def make_before_model(runtime: PlanRuntime) -> Any:
     async def plangate_before_model(callback_context: Any, llm_request: LlmRequest) -> None:
         scope = scope_of(callback_context, runtime.branch)
-        state = await _step_boundary(runtime, scope, callback_context)
+        replies = _replies_since_last_step(callback_context)
+        state = await _step_boundary(runtime, scope, callback_context, replies)
         _mirror(runtime, state, callback_context)
         _canonicalise_replies(llm_request, state, _call_ids(llm_request, callback_context, state))
+        _explain_unmatched(llm_request, state, replies)
         _inject_prompt(runtime, llm_request, state)
         return None
 
     return plangate_before_model
 
 
-async def _step_boundary(runtime: PlanRuntime, scope: PlanScope, context: Any) -> PlanSessionState:
+async def _step_boundary(
+    runtime: PlanRuntime,
+    scope: PlanScope,
+    context: Any,
+    replies: list[types.FunctionResponse],
+) -> PlanSessionState:
     """Apply, exactly once, what the user did since the last model step: the replies to
     paused calls (several when one step raised several requests), a mode selection, and
     the end of an approved plan whose todos are all done.
 
     Everything here is idempotent by call id, so a lost compare-and-set is retried.
     """
-    replies = _replies_since_last_step(context)
     for _ in range(_MAX_ATTEMPTS):
         loaded = await runtime.load(scope)
         if loaded.unreadable:
@@ -359,6 +365,24 @@ def _unmatched(state: PlanSessionState, name: str) -> ReplyError:
     )
 
 
+def _explain_unmatched(
+    llm_request: LlmRequest, state: PlanSessionState, replies: list[types.FunctionResponse]
+) -> None:
+    """Replies without a call id that matched no request are not silently dropped (ADK
+    leaves them out of the request): the model is told what happened."""
+    notes = []
+    for reply in replies:
+        if reply.id or reply.name not in PLAN_TOOL_NAMES:
+            continue
+        if _applied_without_id(state, reply.name, reply.response):
+            continue
+        error = _unmatched(state, reply.name)
+        notes.append(f"- {error.code.value}: {error.message}; it was not applied.")
+    if notes:
+        text = "[plangate] A reply from the user could not be applied:\n" + "\n".join(notes)
+        llm_request.contents.append(types.Content(role="user", parts=[types.Part(text=text)]))
+
+
 _WAITING = {
     "status": "waiting",
     "message": "The user has not decided this request yet and sent a new message instead; "
@@ -387,14 +411,14 @@ def _answer_dangling_calls(
                 continue
             if call_id in state.resolutions:
                 result = state.resolutions[call_id].result
-            elif call_id in pending:
+            elif call_id in pending and content is not llm_request.contents[-1]:
                 result = _WAITING
             else:
                 continue
             # Keep the request's own id convention: ADK strips ids it generated.
             reply = types.FunctionResponse(id=call.id, name=call.name, response=dict(result))
             synthetic.append(types.Part(function_response=reply))
-        if synthetic and content is not llm_request.contents[-1]:
+        if synthetic:
             contents.append(types.Content(role="user", parts=synthetic))
     llm_request.contents = contents
 

@@ -12,7 +12,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
 from google.genai import types
 
-from plangate.adk.replies import PlanReplyPlugin
+from plangate.adk.plugin import PlanPlugin
 from plangate.adk.setup import plan_runtime
 from plangate.store.urls import resolve_database_url
 
@@ -24,15 +24,15 @@ def build_app(
 ) -> App:
     """A resumable App: long-running plan tools pause the run instead of ending it.
 
-    It carries :class:`~plangate.adk.replies.PlanReplyPlugin`, which records each human
-    reply when it is given and matches replies without a call id. An App you build
-    yourself should list it in ``plugins`` too.
+    It carries :class:`~plangate.adk.plugin.PlanPlugin`, which records each human reply
+    when it is given, matches replies without a call id and keeps the plan mirror equal
+    to the store. An App you build yourself should list it in ``plugins`` too.
     """
     return App(
         name=name,
         root_agent=agent,
         resumability_config=ResumabilityConfig(is_resumable=True),
-        plugins=[PlanReplyPlugin(), *plugins],
+        plugins=[PlanPlugin(), *plugins],
     )
 
 

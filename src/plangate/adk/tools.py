@@ -108,6 +108,10 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         )
         if not isinstance(applied, Transition):
             return applied
+        # Carried by this call's result event, so a UI streaming the run sees the draft
+        # grow; when a plan call of the same step commits later, the runner plugin
+        # brings the value level with the store as the event is appended.
+        tool_context.state[runtime.state_key] = applied.record.dump()
         return applied.result
 
     async def exit_plan_mode(
@@ -177,12 +181,16 @@ def _lock(key: str) -> asyncio.Lock:
 
 
 async def _apply(
-    runtime: PlanRuntime, tool_context: ToolContext, step: Callable[[PlanRecord | None], Transition]
+    runtime: PlanRuntime,
+    tool_context: ToolContext,
+    step: Callable[[PlanRecord | None], Transition],
+    *,
+    paused: bool = False,
 ) -> Transition | dict[str, Any]:
     """Load the plan, run one pure transition and commit it; an error result otherwise.
 
-    The committed record is mirrored into session state right away, in commit order, so
-    after a step with several plan calls the mirror equals the store.
+    A ``paused`` call mirrors the committed record before the next call may commit, so
+    several paused calls of one step leave the mirror at the last of them.
     """
     scope = scope_of(tool_context, runtime.branch)
     async with _lock(scope.key):
@@ -200,7 +208,8 @@ async def _apply(
             except Conflict as exc:
                 conflict = exc
                 continue
-            await _mirror(runtime, tool_context, transition.record)
+            if paused:
+                await _mirror_while_paused(runtime, tool_context, transition.record)
             return transition
         return _conflict(conflict)
 
@@ -224,9 +233,11 @@ async def _pausing(
             request.invocation_id = invocation_id
             request.call_at = call_at
             request.call_index = call_index
+            if call_at is not None:
+                transitions.number_in_call_order(transition.record, invocation_id, call_at)
         return transition
 
-    applied = await _apply(runtime, tool_context, opened)
+    applied = await _apply(runtime, tool_context, opened, paused=True)
     if not isinstance(applied, Transition):
         return applied
     return None
@@ -286,11 +297,11 @@ def _call_position(tool_context: ToolContext, call_id: str) -> tuple[str, float 
     return ctx.invocation_id, None, 0
 
 
-async def _mirror(runtime: PlanRuntime, tool_context: ToolContext, record: PlanRecord) -> None:
-    """Mirror a committed record into session state with an event of the runner's own
-    invocation. A paused tool emits no event, and in a step with several plan calls the
-    merged result event lands after them all: only events appended in commit order leave
-    the mirror equal to the store."""
+async def _mirror_while_paused(
+    runtime: PlanRuntime, tool_context: ToolContext, record: PlanRecord
+) -> None:
+    """A paused tool emits no event, so its state delta would be lost; append one (of the
+    runner's own invocation) so UIs reading session state see the pending request now."""
     ctx = tool_context.get_invocation_context()
     event = Event(
         author=ctx.agent.name,

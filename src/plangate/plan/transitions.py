@@ -34,6 +34,7 @@ __all__ = [
     "cancel",
     "finish",
     "force_enter",
+    "number_in_call_order",
     "plan_steps",
     "request_enter",
     "request_exit",
@@ -401,9 +402,39 @@ def ask_question(
         )
     )
     event = _event(
-        updated, record.status, actor="model", now=now, kind="plan.question", id=question_id
+        updated,
+        record.status,
+        actor="model",
+        now=now,
+        kind="plan.question",
+        id=question_id,
+        call_id=call_id,
     )
     return Transition(record=updated, result=payload, events=[event])
+
+
+def number_in_call_order(record: PlanRecord, invocation_id: str | None, call_at: float) -> None:
+    """Number the open questions of one model step in the order the model asked them.
+
+    Parallel calls of a step commit in any order; ids are reassigned (in place, before
+    the step pauses and anyone answers) so question 1 is the first one asked.
+    """
+    step = [
+        p
+        for p in record.pending
+        if p.kind == "question" and p.invocation_id == invocation_id and p.call_at == call_at
+    ]
+    ids = sorted(p.question_id for p in step if p.question_id is not None)
+    if len(ids) < 2:
+        return
+    by_call = {p.call_id: p for p in step}
+    questions = {q.call_id: q for q in record.asked_questions if q.call_id in by_call}
+    for question_id, request in zip(ids, sorted(step, key=lambda p: p.call_index), strict=True):
+        request.question_id = question_id
+        request.payload = {**request.payload, "question_id": question_id}
+        if request.call_id in questions:
+            questions[request.call_id].id = question_id
+    record.asked_questions.sort(key=lambda q: q.id)
 
 
 def cancel(
