@@ -44,7 +44,7 @@ from plangate.cli.render import (
 )
 from plangate.models.config import describe_model, resolve_model
 from plangate.models.demo import DemoModel
-from plangate.plan.record import PendingRequest
+from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode
 
 __all__ = ["add_chat_parser", "run_chat"]
@@ -144,8 +144,12 @@ class Chat:
             self._warn(f"Unknown command {name}. Type /help.")
         return None
 
-    async def _turn(self, message: str | types.Content) -> None:
-        before = await self.session.record()
+    async def _turn(
+        self, message: str | types.Content, *, before: PlanRecord | None = None
+    ) -> None:
+        """Run one turn; ``before`` is the plan as the user last saw it (the answers that
+        resume a run are recorded before it starts), to show the plan if it changed."""
+        before = before or await self.session.record()
         before_key = (before.id, before.status, before.content_revisions) if before else None
         protocol_before = await self._protocol()
         streamed = False
@@ -203,11 +207,12 @@ class Chat:
         """Ask about each request the run paused on, one after another, recording each
         answer as it is given; then resume the run once, with every answer."""
         asked, total = 0, 0
+        shown = await self.session.record()
         while True:
             waiting = await self.session.awaiting()
             if waiting.ready:
                 assert waiting.message is not None
-                await self._turn(waiting.message)
+                await self._turn(waiting.message, before=shown)
                 return
             if not waiting.open:
                 return
