@@ -571,3 +571,26 @@ async def test_awareness_returns_when_the_approved_plans_todos_are_done(
     second = await session.record()
     assert second.id != record.id and second.status is PlanStatus.PENDING_ENTER
     assert [p.id for p in await session.archived()] == [record.id]
+
+
+async def test_an_unreadable_store_leaves_the_mirror_alone(database_url: str) -> None:
+    from plangate.adk.runtime import STATE_KIND
+    from plangate.store.shared import shared_store
+
+    model = ScriptedLlm()
+    session = await open_session(database_url, model, state={"agent_mode": "plan"})
+    model.add([text("planning")])
+    await collect(session, "task")
+    mirrored = (await session.session()).state["plan:orchestrator"]
+    store = await shared_store(database_url)
+    document = await store.get(STATE_KIND, session.scope.key)
+    async with store.transaction() as tx:
+        await tx.put(
+            STATE_KIND,
+            session.scope.key,
+            {"record": {"status": "bogus"}},
+            expected_version=document.version,
+        )
+    model.add([text("still here")])
+    await collect(session, "go on")
+    assert (await session.session()).state["plan:orchestrator"] == mirrored

@@ -73,8 +73,9 @@ def make_before_model(runtime: PlanRuntime) -> Any:
     async def plangate_before_model(callback_context: Any, llm_request: LlmRequest) -> None:
         scope = scope_of(callback_context, runtime.branch)
         replies = _replies_since_last_step(callback_context)
-        state = await _step_boundary(runtime, scope, callback_context, replies)
-        _mirror(runtime, state, callback_context)
+        state, readable = await _step_boundary(runtime, scope, callback_context, replies)
+        if readable:  # an unreadable store must not blank the mirror
+            _mirror(runtime, state, callback_context)
         _canonicalise_replies(llm_request, state, _call_ids(llm_request, callback_context, state))
         _explain_unmatched(llm_request, state, replies)
         _inject_prompt(runtime, llm_request, state)
@@ -88,30 +89,31 @@ async def _step_boundary(
     scope: PlanScope,
     context: Any,
     replies: list[types.FunctionResponse],
-) -> PlanSessionState:
+) -> tuple[PlanSessionState, bool]:
     """Apply, exactly once, what the user did since the last model step: the replies to
     paused calls (several when one step raised several requests), a mode selection, and
     the end of an approved plan whose todos are all done.
 
     Everything here is idempotent by call id, so a lost compare-and-set is retried.
+    Returns the state and whether the store could be read.
     """
     for _ in range(_MAX_ATTEMPTS):
         loaded = await runtime.load(scope)
         if loaded.unreadable:
-            return loaded.state
+            return loaded.state, False
         state = loaded.state.model_copy(deep=True)
         now = runtime.now()
         done, events = apply_replies(runtime, state, replies, now=now)
         _apply_selection(runtime, state, context, done, events, now)
         _finish_if_done(runtime, state, context, done, now)
         if state == loaded.state:
-            return loaded.state
+            return loaded.state, True
         try:
             await runtime.commit(scope, loaded, state, done, events)
         except Conflict:
             continue
         await runtime.notify((t.decision for t in done), context.agent_name)
-        return state
+        return state, True
     raise RuntimeError(f"plan state for {scope.key} kept changing; gave up after retries")
 
 

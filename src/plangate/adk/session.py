@@ -386,10 +386,11 @@ class PlanSession:
 
     async def _sync_mirror(self) -> None:
         """Session state mirrors the store (between runs only)."""
-        state = await self.plan_state()
+        loaded = await self.runtime.load(self.scope)
         session = await self.session()
-        if session is None:
+        if session is None or loaded.unreadable:
             return
+        state = loaded.state
         delta: dict[str, Any] = {}
         dumped = state.record.dump() if state.record is not None else None
         if session.state.get(self.runtime.state_key) != dumped:
