@@ -3,6 +3,8 @@
 python plan_process.py start DB WORKDIR         -> plans and pauses on approval
 python plan_process.py approve DB WORKDIR SID CALL_ID
 python plan_process.py race DB SCOPE_KEY NAME COUNT START_AT
+python plan_process.py ask-two DB WORKDIR      -> two questions in one step, answers one
+python plan_process.py answer-second DB WORKDIR SID
 """
 
 from __future__ import annotations
@@ -43,6 +45,65 @@ async def approve(db: str, workdir: str, session_id: str, call_id: str) -> None:
     events = await harness.reply(call_id, "exit_plan_mode", {"status": "approved"})
     record = await harness.record()
     print(json.dumps({"status": record.status.value, "save": tool_results(events, "save")}))
+
+
+async def ask_two(db: str, workdir: str) -> None:
+    from harness import make_agent
+    from plangate.adk.runner import build_runner
+    from plangate.adk.session import PlanSession
+    from plangate.models.scripted import ScriptedLlm, call
+
+    model = ScriptedLlm()
+    runner = build_runner(make_agent(model), database_url=db, app_name="restart")
+    session = await PlanSession.open(runner, state={"agent_mode": "plan"})
+    model.add(
+        [
+            call("ask_user_question", question="Which database?"),
+            call("ask_user_question", question="Which port?"),
+        ]
+    )
+    async for _ in session.run("add persistence"):
+        pass
+    first, _second = await session.pending()
+    waiting = await session.submit(PlanSession.answer(first, "PostgreSQL"))
+    print(json.dumps({"session_id": session.session_id, "open": len(waiting.open)}))
+
+
+async def answer_second(db: str, workdir: str, session_id: str) -> None:
+    from harness import make_agent
+    from plangate.adk.runner import build_runner
+    from plangate.adk.session import PlanSession
+    from plangate.models.scripted import ScriptedLlm, text
+
+    model = ScriptedLlm()
+    runner = build_runner(make_agent(model), database_url=db, app_name="restart")
+    session = await PlanSession.open(runner, session_id=session_id)
+    [second] = await session.pending()
+    waiting = await session.submit(PlanSession.answer(second, "5432"))
+    seen: list = []
+
+    def echo(request):
+        for content in request.contents:
+            for part in content.parts or []:
+                response = part.function_response
+                if response is not None and response.name == "ask_user_question":
+                    seen.append([response.response["status"], response.response["answer"]])
+        return [text("thanks")]
+
+    model.add(echo)
+    async for _ in session.run(waiting.message):
+        pass
+    record = await session.record()
+    print(
+        json.dumps(
+            {
+                "seen": seen,
+                "pending": [p.call_id for p in record.pending],
+                "answers": [q.answer for q in record.asked_questions],
+                "model_calls": len(model.requests),
+            }
+        )
+    )
 
 
 def _tools(workdir: str) -> list:
@@ -91,5 +152,9 @@ if __name__ == "__main__":
         asyncio.run(start(*args))
     elif command == "approve":
         asyncio.run(approve(*args))
+    elif command == "ask-two":
+        asyncio.run(ask_two(*args))
+    elif command == "answer-second":
+        asyncio.run(answer_second(*args))
     else:
         asyncio.run(race(args[0], args[1], args[2], int(args[3]), float(args[4])))

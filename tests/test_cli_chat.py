@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -120,3 +121,115 @@ def test_plan_command_semantics(tmp_path: Path) -> None:
     child.expect(pexpect.EOF)
     log = transcript(tmp_path)
     assert "Enter Plan Mode?" not in log  # a selection enters without the confirmation
+
+
+def write_script(path: Path, steps: list) -> Path:
+    path.write_text(json.dumps(steps))
+    return path
+
+
+def test_two_batched_questions_are_asked_in_turn_and_the_run_resumes_once(
+    tmp_path: Path,
+) -> None:
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            [
+                {
+                    "call": "ask_user_question",
+                    "args": {"question": "Which database?", "options": ["PostgreSQL", "SQLite"]},
+                },
+                {"call": "ask_user_question", "args": {"question": "Which port?"}},
+            ],
+            [{"echo": "answers seen: "}],
+        ],
+    )
+    child = spawn(tmp_path, "--session", "batched", "--model", f"script:{script}")
+    child.expect("you> ")
+    child.sendline("/plan set up the database")
+    child.expect(r"Question \(1 of 2\)")
+    child.expect("Which database")
+    child.expect(r"option number or text")
+    child.sendline("1")
+    child.expect(r"Question \(2 of 2\)")
+    child.expect("Which port")
+    child.expect(r"option number or text")
+    child.sendline("5432")
+    child.expect("answers seen: ")
+    child.expect("you> ")
+    child.sendline("/status")
+    child.expect("plan      exploring")
+    child.expect("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    log = transcript(tmp_path)
+    assert log.count("Question (1 of 2)") == 1 and log.count("Question (2 of 2)") == 1
+    seen = log.split("answers seen: ", 1)[1]
+    assert seen.index("PostgreSQL") < seen.index("5432")
+    assert "waiting" not in log.split("answers seen: ", 1)[1].split("you> ")[1]
+
+
+def test_a_refused_reply_is_shown_plainly(tmp_path: Path) -> None:
+    """A question answered elsewhere while the terminal asks: the reply is refused with
+    its code, and the terminal moves on."""
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            [
+                {"call": "update_plan_content", "args": {"content": "1. do it"}},
+            ],
+            [
+                {"call": "ask_user_question", "args": {"question": "Tabs or spaces?"}},
+                {"call": "exit_plan_mode", "args": {"summary": "ready"}},
+            ],
+            [{"echo": "after approval: "}],
+        ],
+    )
+    child = spawn(tmp_path, "--session", "refused", "--model", f"script:{script}")
+    child.expect("you> ")
+    child.sendline("/plan tidy up")
+    child.expect(r"Question \(1 of 2\)")
+    child.expect(r"option number or text")
+    # Answer the question from a second terminal first, then here.
+    other = spawn(tmp_path, "--session", "refused", "--model", f"script:{script}")
+    other.expect(r"Question \(1 of 2\)")
+    other.expect(r"option number or text")
+    other.sendline("tabs")
+    other.expect(r"Approve this plan\?")
+    other.terminate(force=True)
+    child.sendline("spaces")
+    child.expect("reply not recorded")
+    child.expect("ALREADY_ANSWERED")
+    child.expect(r"Approve this plan\?")
+    child.sendline("a")
+    child.expect("after approval: ")
+    child.expect("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+
+def test_plan_typed_while_the_agent_runs_applies_at_its_next_step(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            [{"call": "Bash", "args": {"command": "sleep 4"}}],
+            [{"call": "Write", "args": {"path": "notes.txt", "content": "x"}}],
+            [{"text": "stopped to plan"}],
+        ],
+    )
+    child = spawn(tmp_path, "--session", "midrun", "--model", f"script:{script}")
+    child.expect("you> ")
+    child.sendline("write the notes")
+    child.expect("Bash")
+    child.sendline("/plan")
+    child.expect(r"Entering plan mode \(applies from the next step\)")
+    child.expect("refused by plan gate")
+    child.expect("stopped to plan")
+    child.expect("you> ")
+    child.sendline("/status")
+    child.expect("mode      plan")
+    child.expect("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert not (tmp_path / ".plangate" / "workspace" / "notes.txt").exists()
+    assert "StaleSession" not in transcript(tmp_path)

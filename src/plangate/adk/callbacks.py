@@ -9,7 +9,8 @@ from typing import Any
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
-from plangate.adk.runtime import PlanRuntime, with_resolutions
+from plangate.adk.replies import apply_replies
+from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope, scope_of
 from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
@@ -19,8 +20,9 @@ from plangate.plan.prompts import (
     PLAN_MODE_MARKER,
     render_plan_prompt,
 )
-from plangate.plan.record import PlanRecord, PlanStatus
-from plangate.plan.session_state import IgnoredReply, PlanSessionState
+from plangate.plan.record import PlanRecord
+from plangate.plan.replies import ReplyError, ReplyErrorCode, match_reply
+from plangate.plan.session_state import PlanSessionState
 from plangate.plan.transitions import ReplyIgnored, Transition
 from plangate.policy.effects import Effect, effect_of, is_contained
 from plangate.sandbox import Profile, sandbox_status, set_profile
@@ -83,82 +85,61 @@ async def _sandboxed(tool: Any) -> bool:
 def make_before_model(runtime: PlanRuntime) -> Any:
     async def plangate_before_model(callback_context: Any, llm_request: LlmRequest) -> None:
         scope = scope_of(callback_context, runtime.branch)
-        state, applied, approved_now = await _step_boundary(runtime, scope, callback_context)
-        record = state.record
-        options = runtime.options
-        if applied:
-            callback_context.state[runtime.state_key] = record.dump() if record else None
-        if approved_now and options.force_enter_plan_state_key:
-            callback_context.state[options.force_enter_plan_state_key] = options.agent_state_value
-        _canonicalise_replies(llm_request, state, _call_ids(llm_request, callback_context))
-        _inject_prompt(runtime, llm_request, state, callback_context)
+        replies = _replies_since_last_step(callback_context)
+        state, readable = await _step_boundary(runtime, scope, callback_context, replies)
+        if readable:  # an unreadable store must not blank the mirror
+            _mirror(runtime, state, callback_context)
+        _canonicalise_replies(llm_request, state, _call_ids(llm_request, callback_context, state))
+        _explain_unmatched(llm_request, state, replies)
+        _inject_prompt(runtime, llm_request, state)
         return None
 
     return plangate_before_model
 
 
 async def _step_boundary(
-    runtime: PlanRuntime, scope: PlanScope, context: Any
-) -> tuple[PlanSessionState, bool, bool]:
-    """Apply the user's replies and mode selection at this boundary, exactly once.
+    runtime: PlanRuntime,
+    scope: PlanScope,
+    context: Any,
+    replies: list[types.FunctionResponse],
+) -> tuple[PlanSessionState, bool]:
+    """Apply, exactly once, what the user did since the last model step: the replies to
+    paused calls (several when one step raised several requests), a mode selection, and
+    the end of an approved plan whose todos are all done.
 
-    Returns the state, whether anything was applied, and whether a plan was approved.
-    Retries on a lost compare-and-set: everything applied here is idempotent by call id.
+    Everything here is idempotent by call id, so a lost compare-and-set is retried.
+    Returns the state and whether the store could be read.
     """
     for _ in range(_MAX_ATTEMPTS):
         loaded = await runtime.load(scope)
         if loaded.unreadable:
-            return loaded.state, False, False
+            return loaded.state, False
         state = loaded.state.model_copy(deep=True)
         now = runtime.now()
-        done: list[Transition] = []
-        events: list[JournalEvent] = []
-        approved_now = False
-        for reply in _latest_user_replies(context):
-            if reply.id in state.resolutions:
-                continue
-            previous = state.ignored.get(reply.id or "")
-            if previous is not None and previous.reply == reply.response:
-                continue
-            try:
-                transition = transitions.apply_reply(
-                    state.record,
-                    call_id=reply.id or "",
-                    tool_name=reply.name,
-                    response=reply.response,
-                    now=now,
-                    actor="user",
-                )
-            except ReplyIgnored as exc:
-                if not reply.id or not _is_plan_reply(reply, state):
-                    continue
-                state.ignored[reply.id] = IgnoredReply(reason=exc.reason, reply=reply.response)
-                events.append(
-                    JournalEvent(
-                        kind="plan.reply.ignored",
-                        subject=state.record.id if state.record else "",
-                        actor="user",
-                        at=now,
-                        detail={"call_id": reply.id, "tool": reply.name, "reason": exc.reason},
-                    )
-                )
-                continue
-            state.record = transition.record
-            with_resolutions(state, transition, reply=reply.response)
-            done.append(transition)
-            if transition.record.status is PlanStatus.APPROVED:
-                approved_now = True
-                state.selection = runtime.options.agent_state_value
-        _apply_selection(runtime, state, context, done, events, now, approved_now)
-        if not done and not events and state.selection == loaded.state.selection:
-            return loaded.state, False, False
+        done, events = apply_replies(runtime, state, replies, now=now)
+        _apply_selection(runtime, state, context, done, events, now)
+        _finish_if_done(runtime, state, context, done, now)
+        if state == loaded.state:
+            return loaded.state, True
         try:
             await runtime.commit(scope, loaded, state, done, events)
         except Conflict:
             continue
         await runtime.notify((t.decision for t in done), context.agent_name)
-        return state, True, approved_now
+        return state, True
     raise RuntimeError(f"plan state for {scope.key} kept changing; gave up after retries")
+
+
+def _mirror(runtime: PlanRuntime, state: PlanSessionState, context: Any) -> None:
+    """Session state mirrors the store: written through the callback context, so the
+    write is part of the runner's own next event (never a write into a session the
+    runner holds)."""
+    dumped = state.record.dump() if state.record is not None else None
+    if context.state.get(runtime.state_key) != dumped:
+        context.state[runtime.state_key] = dumped
+    key = runtime.options.force_enter_plan_state_key
+    if key and state.selection is not None and context.state.get(key) != state.selection:
+        context.state[key] = state.selection
 
 
 def _apply_selection(
@@ -168,74 +149,128 @@ def _apply_selection(
     done: list[Transition],
     events: list[JournalEvent],
     now: float,
-    approved_now: bool,
 ) -> None:
-    """A mode selection takes effect here, at the step boundary."""
+    """A mode selection takes effect here, at the step boundary.
+
+    The selection is either requested through plangate (``PlanSession.select_plan`` /
+    ``leave_plan``, recorded in the store, safe while a run is in progress) or written by
+    the host into session state (``state_delta``): a value there that differs from what
+    the last boundary left is a new choice. A request in the store wins over both.
+    """
     options = runtime.options
     key = options.force_enter_plan_state_key
-    if not key or approved_now:
+    if not key:
         return
-    selected = context.state.get(key)
-    # No selection at all means the default mode.
-    if (selected or options.agent_state_value) == (state.selection or options.agent_state_value):
+    in_session = context.state.get(key)
+    actor = "user"
+    if state.requested is not None:
+        target: str | None = state.requested.value
+        actor = state.requested.actor
+        state.requested = None
+    elif in_session is not None and in_session != state.mirrored_selection:
+        target = str(in_session)
+    else:
+        target = None
+    default = options.agent_state_value
+    if target is not None and target != (state.selection or default):
+        plan_value = options.force_enter_plan_state_value
+        if target == plan_value:
+            transition = transitions.force_enter(
+                state.record,
+                objective=_user_text(context),
+                now=now,
+                actor=actor,
+                branch=runtime.branch,
+            )
+        elif state.selection == plan_value:
+            transition = transitions.cancel(
+                state.record, now=now, actor=actor, reason="mode switched"
+            )
+        else:
+            transition = None
+        if transition is not None:
+            state.apply(transition)
+            done.append(transition)
+        events.append(
+            JournalEvent(
+                kind="mode.selected",
+                subject=state.record.id if state.record else "",
+                from_state=state.selection,
+                to_state=target,
+                actor=actor,
+                at=now,
+            )
+        )
+    if target is not None:
+        state.selection = target
+    state.mirrored_selection = state.selection if state.selection is not None else in_session
+
+
+def _finish_if_done(
+    runtime: PlanRuntime,
+    state: PlanSessionState,
+    context: Any,
+    done: list[Transition],
+    now: float,
+) -> None:
+    """An approved plan whose todos (written after the approval) are all completed is
+    finished: the approved-plan note stops and Plan Mode is offered again."""
+    record = state.record
+    key = runtime.options.todos_state_key(runtime.branch)
+    if record is None or not record.is_being_implemented() or not key:
         return
-    plan_value = options.force_enter_plan_state_value
-    if selected == plan_value:
-        transition = transitions.force_enter(
-            state.record,
-            objective=_user_text(context),
-            now=now,
-            actor="user",
-            branch=runtime.branch,
-        )
-        if transition is not None:
-            state.record = transition.record
-            with_resolutions(state, transition)
-            done.append(transition)
-    elif state.selection == plan_value:
-        transition = transitions.cancel(state.record, now=now, actor="user", reason="mode switched")
-        if transition is not None:
-            state.record = transition.record
-            with_resolutions(state, transition)
-            done.append(transition)
-    events.append(
-        JournalEvent(
-            kind="mode.selected",
-            subject=state.record.id if state.record else "",
-            from_state=state.selection,
-            to_state=str(selected) if selected is not None else None,
-            actor="user",
-            at=now,
-        )
+    todos = context.state.get(key)
+    if not isinstance(todos, list) or not todos:
+        return
+    if not all(isinstance(t, dict) and t.get("status") == "completed" for t in todos):
+        return
+    approved_at = max(
+        (a.decided_at for a in record.approvals if a.kind == "exit" and a.decision == "approved"),
+        default=record.updated_at,
     )
-    state.selection = str(selected) if selected is not None else None
+    if _last_written_at(context, key) <= approved_at:
+        return  # a finished list from before this plan
+    transition = transitions.finish(record, now=now, reason="all todos completed")
+    if transition is not None:
+        state.apply(transition)
+        done.append(transition)
 
 
-def _latest_user_replies(context: Any) -> list[types.FunctionResponse]:
-    """Function responses in the latest user turn only; a newer text-only turn means none."""
+def _last_written_at(context: Any, key: str) -> float:
     for event in reversed(context.session.events):
-        if event.author != "user":
+        delta = event.actions.state_delta if event.actions else None
+        if delta and key in delta:
+            return float(event.timestamp)
+    return 0.0
+
+
+def _replies_since_last_step(context: Any) -> list[types.FunctionResponse]:
+    """The function responses the user sent since the model's last step.
+
+    ADK appends a partial answer (one of several paused calls) and pauses again without a
+    model call, so the replies of one step can span several user events. A newer
+    text-only turn means none.
+    """
+    replies: list[types.FunctionResponse] = []
+    for event in reversed(context.session.events):
+        parts = (event.content.parts if event.content else None) or []
+        if not parts:
             continue
-        return [
-            part.function_response
-            for part in (event.content.parts if event.content else []) or []
-            if part.function_response is not None
-        ]
-    return []
+        if event.author != "user":
+            break
+        if any(p.text for p in parts):
+            break
+        replies[:0] = [p.function_response for p in parts if p.function_response is not None]
+    return replies
 
 
-def _is_plan_reply(reply: types.FunctionResponse, state: PlanSessionState) -> bool:
-    return reply.name in PLAN_TOOL_NAMES or (
-        state.record is not None and state.record.pending_for(reply.id or "") is not None
-    )
-
-
-def _call_ids(llm_request: LlmRequest, context: Any) -> dict[int, str]:
+def _call_ids(llm_request: LlmRequest, context: Any, state: PlanSessionState) -> dict[int, str]:
     """The function-call id of each call and response part in the request.
 
     ADK strips the ids it generated itself before calling the model, so they are
     recovered by matching each part to the first unused stored part with the same name
-    and payload (the request is built from those events, in order).
+    and payload (the request is built from those events, in order). A reply sent
+    without any id is recognised by the reply the store applied for it.
     """
     pool: list[tuple[str, str, Any, str]] = []
     for event in context.session.events:
@@ -274,7 +309,21 @@ def _call_ids(llm_request: LlmRequest, context: Any) -> dict[int, str]:
                     used[index] = True
                     ids[id(part)] = call_id
                     break
+            else:
+                if kind == "response" and (alias := _applied_without_id(state, name, payload)):
+                    ids[id(part)] = alias
     return ids
+
+
+def _applied_without_id(state: PlanSessionState, name: str | None, payload: Any) -> str | None:
+    for call_id, resolution in state.resolutions.items():
+        applied = resolution.reply
+        if resolution.tool_name == name and applied is not None and applied == payload:
+            return call_id
+    for call_id, ignored in state.ignored.items():
+        if ignored.reply is not None and ignored.reply == payload:
+            return call_id
+    return None
 
 
 def _canonicalise_replies(
@@ -287,6 +336,13 @@ def _canonicalise_replies(
     selection, or still waiting while the user talks) gets a synthetic result, because
     models reject a function call with no response.
     """
+    for content in llm_request.contents:
+        for part in content.parts or []:
+            response = part.function_response
+            if response is None or id(part) in ids or response.id:
+                continue
+            if response.name in PLAN_TOOL_NAMES:
+                response.response = _unmatched(state, response.name).to_result()
     _answer_dangling_calls(llm_request, state, ids)
     seen: set[str] = set()
     for content in llm_request.contents:
@@ -310,6 +366,36 @@ def _canonicalise_replies(
                 response.response = ReplyIgnored(
                     "duplicate reply: this request was already decided"
                 ).to_result()
+
+
+def _unmatched(state: PlanSessionState, name: str) -> ReplyError:
+    """Why a reply without a call id answers nothing (the model is told, never silence)."""
+    try:
+        match_reply(state.record, {}, call_id=None, tool_name=name, response=None)
+    except ReplyError as exc:
+        return exc
+    return ReplyError(
+        ReplyErrorCode.NO_MATCHING_REQUEST,
+        f"the reply to {name} has no call id and answers no request",
+    )
+
+
+def _explain_unmatched(
+    llm_request: LlmRequest, state: PlanSessionState, replies: list[types.FunctionResponse]
+) -> None:
+    """Replies without a call id that matched no request are not silently dropped (ADK
+    leaves them out of the request): the model is told what happened."""
+    notes = []
+    for reply in replies:
+        if reply.id or reply.name not in PLAN_TOOL_NAMES:
+            continue
+        if _applied_without_id(state, reply.name, reply.response):
+            continue
+        error = _unmatched(state, reply.name)
+        notes.append(f"- {error.code.value}: {error.message}; it was not applied.")
+    if notes:
+        text = "[plangate] A reply from the user could not be applied:\n" + "\n".join(notes)
+        llm_request.contents.append(types.Content(role="user", parts=[types.Part(text=text)]))
 
 
 _WAITING = {
@@ -340,21 +426,19 @@ def _answer_dangling_calls(
                 continue
             if call_id in state.resolutions:
                 result = state.resolutions[call_id].result
-            elif call_id in pending:
+            elif call_id in pending and content is not llm_request.contents[-1]:
                 result = _WAITING
             else:
                 continue
             # Keep the request's own id convention: ADK strips ids it generated.
             reply = types.FunctionResponse(id=call.id, name=call.name, response=dict(result))
             synthetic.append(types.Part(function_response=reply))
-        if synthetic and content is not llm_request.contents[-1]:
+        if synthetic:
             contents.append(types.Content(role="user", parts=synthetic))
     llm_request.contents = contents
 
 
-def _inject_prompt(
-    runtime: PlanRuntime, llm_request: LlmRequest, state: PlanSessionState, context: Any
-) -> None:
+def _inject_prompt(runtime: PlanRuntime, llm_request: LlmRequest, state: PlanSessionState) -> None:
     options = runtime.options
     system = _system_text(llm_request)
     record = state.record
@@ -362,12 +446,15 @@ def _inject_prompt(
         if options.inject_prompt and PLAN_MODE_MARKER not in system:
             llm_request.append_instructions([render_plan_prompt(options.plan_prompt, record)])
         return
-    if record is not None and record.status is PlanStatus.APPROVED:
+    if record is not None and record.is_being_implemented():
         if options.inject_prompt and APPROVED_PLAN_MARKER not in system:
             llm_request.append_instructions([_approved_plan_note(record)])
         return
-    key = options.force_enter_plan_state_key
-    selected = bool(key) and context.state.get(key) == options.force_enter_plan_state_value
+    # A finished plan is history: the next task is offered Plan Mode again.
+    selected = (
+        bool(options.force_enter_plan_state_key)
+        and state.selection == options.force_enter_plan_state_value
+    )
     if options.inject_awareness and not selected and PLAN_AWARENESS_MARKER not in system:
         llm_request.append_instructions([options.awareness_prompt])
 

@@ -46,6 +46,10 @@ class PlanOptions:
     agent_state_value: str = "agent"
     """The selection written back after approval, so a still-set ``plan`` cannot clobber
     the approved plan."""
+    todos_state_prefix: str | None = "todos"
+    """Where the implementation's todo list lives in session state (``<prefix>:<branch>``,
+    as ``todo_write`` keeps it). When every todo written after an approval is completed,
+    the plan is finished and the agent is offered Plan Mode again; None disables that."""
 
     def __post_init__(self) -> None:
         if not self.state_key_prefix or self.state_key_prefix.startswith("temp:"):
@@ -64,3 +68,8 @@ class PlanOptions:
 
     def state_key(self, branch: str) -> str:
         return f"{self.state_key_prefix}:{branch}" if branch else self.state_key_prefix
+
+    def todos_state_key(self, branch: str) -> str | None:
+        if not self.todos_state_prefix:
+            return None
+        return f"{self.todos_state_prefix}:{branch}" if branch else self.todos_state_prefix

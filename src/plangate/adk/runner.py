@@ -2,25 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.apps import App, ResumabilityConfig
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
 from google.genai import types
 
+from plangate.adk.plugin import PlanPlugin
 from plangate.adk.setup import plan_runtime
 from plangate.store.urls import resolve_database_url
 
 __all__ = ["build_app", "build_runner", "function_reply"]
 
 
-def build_app(agent: BaseAgent, name: str = "plangate") -> App:
-    """A resumable App: long-running plan tools pause the run instead of ending it."""
+def build_app(
+    agent: BaseAgent, name: str = "plangate", *, plugins: Sequence[BasePlugin] = ()
+) -> App:
+    """A resumable App: long-running plan tools pause the run instead of ending it.
+
+    It carries :class:`~plangate.adk.plugin.PlanPlugin`, which records each human reply
+    when it is given, matches replies without a call id and keeps the plan mirror equal
+    to the store. An App you build yourself should list it in ``plugins`` too.
+    """
     return App(
-        name=name, root_agent=agent, resumability_config=ResumabilityConfig(is_resumable=True)
+        name=name,
+        root_agent=agent,
+        resumability_config=ResumabilityConfig(is_resumable=True),
+        plugins=[PlanPlugin(), *plugins],
     )
 
 

@@ -2,12 +2,55 @@
 
 Surfaces never touch the store: they run turns, read the plan and its pending requests,
 answer them with replies bound to what was shown, and switch modes, all through here.
+
+Human replies -- every request answered exactly once
+-----------------------------------------------------
+One model step can raise several requests (two ``ask_user_question`` calls, a question
+beside ``exit_plan_mode``). The run resumes only when every one is answered, so answers
+are recorded one by one and the run is resumed once::
+
+    for request in await session.pending():           # open requests, call order, each once
+        reply = PlanSession.answer(request, "PostgreSQL")   # or approve / reject / confirm_enter
+        waiting = await session.submit(reply)          # recorded now; raises ReplyError
+    if waiting.ready:                                  # nothing left open
+        async for event in session.run(waiting.message):   # one message, every response
+            ...
+
+- ``await pending() -> list[PendingRequest]``: the open requests in the order the model
+  asked them; an answered or withdrawn request is not listed.
+- ``await submit(reply) -> Awaiting``: records one reply (a ``Content`` from the
+  builders, a ``Part`` or a ``FunctionResponse``) in the plan store at once -- it
+  survives a restart -- after checking it against the request it answers: the call id,
+  and the ``approval_id`` / ``revision`` / ``sha256`` / ``question_id`` it carries. A
+  reply without a call id answers the single open request of its tool name. Refused
+  replies raise :class:`~plangate.plan.replies.ReplyError` with a ``code``
+  (``UNKNOWN_REQUEST``, ``ALREADY_ANSWERED``, ``NO_MATCHING_REQUEST``,
+  ``AMBIGUOUS_REPLY``, ``STALE_REPLY``, ``INVALID_REPLY``), a message and a hint; nothing
+  is recorded then. Submitting the very same reply again changes nothing and is not an
+  error. Approving a plan, or declining or leaving Plan Mode, withdraws the questions
+  still open (the model is told so), so the run can resume at once.
+- ``await awaiting() -> Awaiting``: ``open`` (as ``pending()``), ``message`` (the
+  ``types.Content`` with a function response for every call the run paused on, once
+  none is open, else None) and ``ready``. ``await resume_message()`` is its message.
+- The static builders ``approve``, ``reject``, ``answer`` and ``confirm_enter`` build a
+  reply bound to what was shown. With a single request, passing it straight to ``run``
+  works as before; with several, submit each and run ``resume_message()``.
+
+Mode selection -- safe while a run is in progress
+-------------------------------------------------
+``select_plan()`` and ``leave_plan()`` write only plangate's store, never the ADK
+session a running invocation holds: the selection is recorded and applied at the next
+model-step boundary of the running invocation (or, for ``leave_plan`` with no run in
+progress in this process, at once). ``mode()`` shows ``{active, pending}``. A selection
+passed as ``state_delta`` to ``run`` is recorded the same way.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,19 +60,29 @@ from google.adk.events import Event, EventActions
 from google.adk.runners import Runner
 from google.genai import types
 
+from plangate.adk.replies import Awaiting, awaiting, record_replies, replies_in
 from plangate.adk.runner import function_reply
-from plangate.adk.runtime import PlanRuntime, with_resolutions
+from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope
 from plangate.adk.setup import plan_runtime
 from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
 from plangate.plan.record import PendingRequest, PlanRecord
-from plangate.plan.session_state import PlanSessionState
+from plangate.plan.replies import ReplyError, ReplyErrorCode
+from plangate.plan.session_state import PlanSessionState, SelectionRequest
 from plangate.store.store import Conflict, JournalEntry
 
-__all__ = ["ModeState", "PlanSession"]
+__all__ = ["Awaiting", "ModeState", "PlanSession", "ReplyError", "ReplyErrorCode"]
+
+log = logging.getLogger("plangate")
 
 SYSTEM_AUTHOR = "plangate"
+
+_MAX_ATTEMPTS = 5
+
+# Runs in progress in this process, by session: a mode switch made meanwhile waits for
+# the running invocation's next step boundary instead of writing into its session.
+_running: dict[str, int] = {}
 
 
 @dataclass(frozen=True)
@@ -79,6 +132,11 @@ class PlanSession:
     def scope(self) -> PlanScope:
         return PlanScope(self.runner.app_name, self.user_id, self.session_id, self.runtime.branch)
 
+    @property
+    def running(self) -> bool:
+        """A run of this session is in progress in this process."""
+        return _running.get(self.scope.session_key, 0) > 0
+
     # -- reading ------------------------------------------------------------------------
 
     async def session(self) -> Any:
@@ -93,8 +151,20 @@ class PlanSession:
         return (await self.plan_state()).record
 
     async def pending(self) -> list[PendingRequest]:
+        """The open human requests, in the order the model asked them, each once."""
         record = await self.record()
-        return list(record.pending) if record else []
+        return record.open_requests() if record else []
+
+    async def awaiting(self) -> Awaiting:
+        """The open requests and, once none is left, the message that resumes the run."""
+        state = await self.plan_state()
+        session = await self.session()
+        return awaiting(state, session.events if session is not None else [])
+
+    async def resume_message(self) -> types.Content | None:
+        """One user turn with a function response for every call the run paused on, once
+        all are answered (None before that, or when nothing is paused)."""
+        return (await self.awaiting()).message
 
     async def archived(self) -> list[PlanRecord]:
         return await self.runtime.archived(self.scope)
@@ -105,8 +175,18 @@ class PlanSession:
         return entries
 
     async def selection(self) -> str | None:
+        """The mode the user selected last (applied or still waiting for a boundary)."""
         key = self.runtime.options.force_enter_plan_state_key
-        return (await self.session()).state.get(key) if key else None
+        if not key:
+            return None
+        state = await self.plan_state()
+        if state.requested is not None:
+            return state.requested.value
+        session = await self.session()
+        in_session = session.state.get(key) if session is not None else None
+        if in_session is not None and in_session != state.mirrored_selection:
+            return str(in_session)  # written by the host, not applied yet
+        return state.selection if state.selection is not None else in_session
 
     async def mode(self) -> ModeState:
         state = await self.plan_state()
@@ -123,25 +203,73 @@ class PlanSession:
 
     # -- acting -------------------------------------------------------------------------
 
-    def run(
+    async def run(
         self,
         message: str | types.Content,
         *,
         state_delta: dict[str, Any] | None = None,
         run_config: RunConfig | None = None,
     ) -> AsyncIterator[Event]:
+        """Run one turn (a user message, or the resume message of a paused run)."""
         if isinstance(message, str):
             message = types.Content(role="user", parts=[types.Part(text=message)])
-        return self.runner.run_async(
-            user_id=self.user_id,
-            session_id=self.session_id,
-            new_message=message,
-            state_delta=state_delta,
-            run_config=run_config,
+        key = self.runtime.options.force_enter_plan_state_key
+        if state_delta and key and state_delta.get(key) is not None:
+            await self._request(str(state_delta[key]))
+        session_key = self.scope.session_key
+        _running[session_key] = _running.get(session_key, 0) + 1
+        try:
+            async with aclosing(
+                self.runner.run_async(
+                    user_id=self.user_id,
+                    session_id=self.session_id,
+                    new_message=message,
+                    state_delta=state_delta,
+                    run_config=run_config,
+                )
+            ) as events:
+                async for event in events:
+                    yield event
+        finally:
+            _running[session_key] -= 1
+            if not _running[session_key]:
+                del _running[session_key]
+                try:
+                    await self._settle()
+                except Exception:  # settling is best effort; the next boundary catches up
+                    log.exception("could not settle plan state after the run")
+
+    async def submit(self, reply: types.Content | types.Part | types.FunctionResponse) -> Awaiting:
+        """Record one human reply now; raises ReplyError (with a code) when it is refused.
+
+        Returns what is still open, and the resume message once nothing is.
+        """
+        replies = replies_in(reply)
+        if len(replies) != 1:
+            raise ReplyError(
+                ReplyErrorCode.INVALID_REPLY,
+                f"submit takes exactly one function response, got {len(replies)}",
+            )
+        state = await self.plan_state()
+        resolution = state.resolutions.get(replies[0].id or "")
+        if resolution is not None and resolution.reply is None:
+            raise ReplyError(
+                ReplyErrorCode.ALREADY_ANSWERED,
+                f"the request {replies[0].id!r} was withdrawn: "
+                f"{resolution.result.get('message', '')}",
+                call_id=replies[0].id,
+            )
+        await record_replies(
+            self.runtime, self.scope, replies, agent_name=self.agent.name, strict=True
         )
+        if not self.running:
+            await self._sync_mirror()
+        return await self.awaiting()
 
     async def set_state(self, delta: dict[str, Any]) -> None:
-        """Write session state between runs (a durable selection, a mirrored record)."""
+        """Write session state between runs (never while a run holds the session)."""
+        if self.running:
+            raise RuntimeError("a run of this session is in progress; its session is busy")
         session = await self.session()
         event = Event(
             author=SYSTEM_AUTHOR,
@@ -153,16 +281,22 @@ class PlanSession:
     async def select_plan(self) -> str:
         """Select Plan Mode; it takes effect at the next step boundary."""
         mode = await self.mode()
-        if mode.active and mode.pending is None:
+        if mode.active:
+            if mode.pending is False:
+                await self._request(self.runtime.options.force_enter_plan_state_value)
             return "Plan mode is already active."
-        await self._select(self.runtime.options.force_enter_plan_state_value)
+        await self._request(self.runtime.options.force_enter_plan_state_value)
         return "Entering plan mode (applies from the next step). Use /plan off to leave."
 
     async def leave_plan(self) -> str:
         """The user exit: cancel an active plan (journaled) or withdraw a pending entry.
 
+        While a run is in progress the exit is recorded and applied at its next step
+        boundary; otherwise at once.
+
         A corrupt plan state is archived and reset instead (journaled too): it gates like
         a plan being made, and this is the way out of it.
+
         """
         reset = await self._reset_corrupt()
         if reset is not None:
@@ -170,23 +304,49 @@ class PlanSession:
         options = self.runtime.options
         mode = await self.mode()
         if mode.active:
+            if self.running:
+                await self._request(options.agent_state_value)
+                return "Leaving plan mode at the next step: the plan will be cancelled."
             await self._cancel()
             return "Left plan mode: the plan was cancelled. Write tools run again."
         if mode.pending:
-            await self._select(options.agent_state_value)
+            await self._request(options.agent_state_value)
             return "Plan mode entry cancelled."
         return "Plan mode is already inactive."
 
-    async def _select(self, value: str) -> None:
-        key = self.runtime.options.force_enter_plan_state_key
-        if not key:
+    # -- internals -------------------------------------------------------------------------
+
+    async def _request(self, value: str) -> None:
+        """Record a mode selection for the next step boundary (store only)."""
+        runtime, scope = self.runtime, self.scope
+        if not runtime.options.force_enter_plan_state_key:
             raise RuntimeError("mode selection is disabled (force_enter_plan_state_key=None)")
-        await self.set_state({key: value})
+        for _ in range(_MAX_ATTEMPTS):
+            loaded = await runtime.load(scope)
+            if loaded.unreadable:
+                raise RuntimeError(f"the plan state cannot be read: {loaded.unreadable}")
+            state = loaded.state.model_copy(deep=True)
+            now = runtime.now()
+            state.requested = SelectionRequest(value=value, actor="user", at=now)
+            event = JournalEvent(
+                kind="mode.requested",
+                subject=state.record.id if state.record else "",
+                from_state=state.selection,
+                to_state=value,
+                actor="user",
+                at=now,
+            )
+            try:
+                await runtime.commit(scope, loaded, state, [], [event])
+            except Conflict:
+                continue
+            return
+        raise RuntimeError("the plan kept changing while selecting a mode; try again")
 
     async def _cancel(self) -> None:
         runtime, scope = self.runtime, self.scope
         options = runtime.options
-        for _ in range(5):
+        for _ in range(_MAX_ATTEMPTS):
             loaded = await runtime.load(scope)
             state = loaded.state.model_copy(deep=True)
             transition = transitions.cancel(
@@ -194,8 +354,8 @@ class PlanSession:
             )
             if transition is None:
                 return
-            state.record = transition.record
-            with_resolutions(state, transition)
+            state.apply(transition)
+            state.requested = None
             if options.force_enter_plan_state_key:
                 state.selection = options.agent_state_value
             event = JournalEvent(
@@ -210,10 +370,7 @@ class PlanSession:
                 await runtime.commit(scope, loaded, state, [transition], [event])
             except Conflict:
                 continue
-            delta: dict[str, Any] = {runtime.state_key: transition.record.dump()}
-            if options.force_enter_plan_state_key:
-                delta[options.force_enter_plan_state_key] = options.agent_state_value
-            await self.set_state(delta)
+            await self._sync_mirror()
             return
         raise RuntimeError("the plan kept changing while leaving plan mode; try again")
 
@@ -250,6 +407,49 @@ class PlanSession:
                 "archived and the reset journaled. Plan mode is off: write tools run again."
             )
         raise RuntimeError("the plan state kept changing while resetting it; try again")
+
+    async def _settle(self) -> None:
+        """After a run: an exit requested during it that no boundary applied applies now,
+        and session state is brought level with the store."""
+        state = await self.plan_state()
+        requested = state.requested
+        options = self.runtime.options
+        record = state.record
+        if (
+            requested is not None
+            and requested.value == options.agent_state_value
+            and record is not None
+            and record.is_gate_active()
+        ):
+            await self._cancel()
+            return
+        await self._sync_mirror()
+
+    async def _sync_mirror(self) -> None:
+        """Session state mirrors the store (between runs only)."""
+        loaded = await self.runtime.load(self.scope)
+        session = await self.session()
+        if session is None or loaded.unreadable:
+            return
+        state = loaded.state
+        delta: dict[str, Any] = {}
+        dumped = state.record.dump() if state.record is not None else None
+        if session.state.get(self.runtime.state_key) != dumped:
+            delta[self.runtime.state_key] = dumped
+        key = self.runtime.options.force_enter_plan_state_key
+        in_session = session.state.get(key) if key else None
+        if (
+            key
+            and state.requested is None
+            and state.selection is not None
+            and in_session in (None, state.mirrored_selection)
+            and in_session != state.selection
+        ):
+            # The selection changed in the store (an approval or an exit); a value the
+            # host wrote itself and no boundary saw yet is left alone.
+            delta[key] = state.selection
+        if delta:
+            await self.set_state(delta)
 
     # -- replies bound to what was shown --------------------------------------------------
 

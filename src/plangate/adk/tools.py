@@ -3,6 +3,8 @@ request: an invalid one returns a structured error the model can correct in the 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +12,9 @@ from google.adk.events import Event, EventActions
 from google.adk.tools import BaseTool, FunctionTool, ToolContext
 from google.adk.tools.base_toolset import BaseToolset
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
+from google.genai import types
 
+from plangate.adk.replies import record_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import scope_of
 from plangate.plan import transitions
@@ -19,6 +23,10 @@ from plangate.plan.transitions import PlanError, Transition
 from plangate.store.store import Conflict
 
 __all__ = ["PlanToolSet"]
+
+log = logging.getLogger("plangate")
+
+_MAX_ATTEMPTS = 5
 
 
 class PlanToolSet(BaseToolset):
@@ -100,6 +108,9 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         )
         if not isinstance(applied, Transition):
             return applied
+        # Carried by this call's result event, so a UI streaming the run sees the draft
+        # grow; when a plan call of the same step commits later, the runner plugin
+        # brings the value level with the store as the event is appended.
         tool_context.state[runtime.state_key] = applied.record.dump()
         return applied.result
 
@@ -155,44 +166,142 @@ def _call_id(tool_context: ToolContext) -> str:
     return tool_context.function_call_id or ""
 
 
+# One plan transition at a time per plan in this process: parallel calls of one model
+# step then commit (and mirror) in a definite order. Compare-and-set still guards
+# against writers in other processes.
+_locks: dict[tuple[int, str], asyncio.Lock] = {}
+
+
+def _lock(key: str) -> asyncio.Lock:
+    slot = (id(asyncio.get_running_loop()), key)
+    lock = _locks.get(slot)
+    if lock is None:
+        lock = _locks[slot] = asyncio.Lock()
+    return lock
+
+
 async def _apply(
-    runtime: PlanRuntime, tool_context: ToolContext, step: Callable[[PlanRecord | None], Transition]
+    runtime: PlanRuntime,
+    tool_context: ToolContext,
+    step: Callable[[PlanRecord | None], Transition],
+    *,
+    paused: bool = False,
 ) -> Transition | dict[str, Any]:
-    """Load the plan, run one pure transition and commit it; an error result otherwise."""
+    """Load the plan, run one pure transition and commit it; an error result otherwise.
+
+    A ``paused`` call mirrors the committed record before the next call may commit, so
+    several paused calls of one step leave the mirror at the last of them.
+    """
     scope = scope_of(tool_context, runtime.branch)
-    loaded = await runtime.load(scope)
-    if loaded.unreadable:
-        return _unreadable(loaded.unreadable)
-    try:
-        transition = step(loaded.state.record)
-    except PlanError as exc:
-        return exc.to_result()
-    state = loaded.state.model_copy(update={"record": transition.record})
-    try:
-        await runtime.commit(scope, loaded, state, [transition])
-    except Conflict as exc:
-        return _conflict(exc)
-    return transition
+    async with _lock(scope.key):
+        for _ in range(_MAX_ATTEMPTS):
+            loaded = await runtime.load(scope)
+            if loaded.unreadable:
+                return _unreadable(loaded.unreadable)
+            try:
+                transition = step(loaded.state.record)
+            except PlanError as exc:
+                return exc.to_result()
+            state = loaded.state.model_copy(update={"record": transition.record})
+            try:
+                await runtime.commit(scope, loaded, state, [transition])
+            except Conflict as exc:
+                conflict = exc
+                continue
+            if paused:
+                await _mirror_while_paused(runtime, tool_context, transition.record)
+            return transition
+        return _conflict(conflict)
 
 
 async def _pausing(
     runtime: PlanRuntime, tool_context: ToolContext, step: Callable[[PlanRecord | None], Transition]
 ) -> dict[str, Any] | None:
     """Run a transition that opens a human request; ``None`` tells ADK to pause the run."""
-    if not _call_id(tool_context):
+    call_id = _call_id(tool_context)
+    if not call_id:
         return {"error": "INVALID_STATE: this tool must be called as a function call with an id"}
-    applied = await _apply(runtime, tool_context, step)
+    rerun = await _rerun(runtime, tool_context, call_id)
+    if rerun is not _NEW_CALL:
+        return rerun
+    invocation_id, call_at, call_index = _call_position(tool_context, call_id)
+
+    def opened(record: PlanRecord | None) -> Transition:
+        transition = step(record)
+        request = transition.record.pending_for(call_id)
+        if request is not None:
+            request.invocation_id = invocation_id
+            request.call_at = call_at
+            request.call_index = call_index
+            if call_at is not None:
+                transitions.number_in_call_order(transition.record, invocation_id, call_at)
+        return transition
+
+    applied = await _apply(runtime, tool_context, opened, paused=True)
     if not isinstance(applied, Transition):
         return applied
-    await _mirror_while_paused(runtime, tool_context, applied.record)
     return None
+
+
+_NEW_CALL: Any = object()
+
+
+async def _rerun(
+    runtime: PlanRuntime, tool_context: ToolContext, call_id: str
+) -> dict[str, Any] | None:
+    """A call that already opened a request is never asked twice.
+
+    ADK runs a paused call again when the reply it got is malformed (a wrong or empty
+    tool name); the request it opened is answered with the reply instead, or stays open.
+    """
+    scope = scope_of(tool_context, runtime.branch)
+    loaded = await runtime.load(scope)
+    state = loaded.state
+    if call_id in state.resolutions:
+        return state.resolutions[call_id].result
+    if state.record is None or state.record.pending_for(call_id) is None:
+        return _NEW_CALL
+    replies = [r for r in _session_replies(tool_context) if r.id == call_id]
+    if replies:
+        recorded = await record_replies(
+            runtime, scope, replies[-1:], agent_name=tool_context.agent_name
+        )
+        resolution = recorded.state.resolutions.get(call_id)
+        if resolution is not None:
+            return resolution.result
+        ignored = recorded.state.ignored.get(call_id)
+        if ignored is not None:
+            log.warning("reply to %s ignored on re-run: %s", call_id, ignored.reason)
+    return None
+
+
+def _session_replies(tool_context: ToolContext) -> list[types.FunctionResponse]:
+    session = tool_context.get_invocation_context().session
+    return [
+        part.function_response
+        for event in session.events
+        if event.author == "user"
+        for part in (event.content.parts if event.content else None) or []
+        if part.function_response is not None
+    ]
+
+
+def _call_position(tool_context: ToolContext, call_id: str) -> tuple[str, float | None, int]:
+    """The invocation, step time and position of this call among its step's calls."""
+    ctx = tool_context.get_invocation_context()
+    for event in reversed(ctx.session.events):
+        calls = event.get_function_calls()
+        for index, call in enumerate(calls):
+            if call.id == call_id:
+                return ctx.invocation_id, float(event.timestamp), index
+    return ctx.invocation_id, None, 0
 
 
 async def _mirror_while_paused(
     runtime: PlanRuntime, tool_context: ToolContext, record: PlanRecord
 ) -> None:
-    """A paused tool emits no event, so its state delta would be lost; append one so UIs
-    reading session state see the pending request right away."""
+    """A paused tool emits no event, so its state delta would be lost; append one (of the
+    runner's own invocation) so UIs reading session state see the pending request now."""
     ctx = tool_context.get_invocation_context()
     event = Event(
         author=ctx.agent.name,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import difflib
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -36,12 +38,14 @@ from plangate.cli.render import (
     render_pending,
     render_plan,
     render_protocol,
+    render_reply_error,
     render_result,
     render_todos,
 )
 from plangate.models.config import describe_model, resolve_model
 from plangate.models.demo import DemoModel
-from plangate.plan.record import PendingRequest
+from plangate.plan.record import PendingRequest, PlanRecord
+from plangate.plan.replies import ReplyError, ReplyErrorCode
 
 __all__ = ["add_chat_parser", "run_chat"]
 
@@ -49,6 +53,8 @@ HELP = """Commands:
   /plan             select Plan Mode (applies from the next step)
   /plan <message>   select Plan Mode, then send the message
   /plan off         leave Plan Mode (cancels an active plan) or cancel a pending entry
+                    (/plan and /plan off also work while the agent is running: they
+                    apply from its next step)
   /status           mode, plan status and pending requests
   /journal          the session's governance journal
   /help             this help
@@ -138,19 +144,27 @@ class Chat:
             self._warn(f"Unknown command {name}. Type /help.")
         return None
 
-    async def _turn(self, message: str | types.Content) -> None:
-        before = await self.session.record()
+    async def _turn(
+        self, message: str | types.Content, *, before: PlanRecord | None = None
+    ) -> None:
+        """Run one turn; ``before`` is the plan as the user last saw it (the answers that
+        resume a run are recorded before it starts), to show the plan if it changed."""
+        before = before or await self.session.record()
         before_key = (before.id, before.status, before.content_revisions) if before else None
         protocol_before = await self._protocol()
         streamed = False
         run_config = RunConfig(streaming_mode=StreamingMode.SSE) if self.streaming else None
         with self.console.status("[cyan]working…", spinner="dots") as status:
+            typed = _TypedDuringRun(self)
+            typed.start()
             try:
                 async for event in self.session.run(message, run_config=run_config):
                     streamed = self._show(event, streamed, status)
             except Exception as exc:  # a model or network failure must not lose the session
                 self.console.print(f"[bold red]The run failed: {type(exc).__name__}: {exc}[/]")
                 self.console.print("The session is saved; you can retry or /quit.")
+            finally:
+                await typed.stop()
         after = await self.session.record()
         after_key = (after.id, after.status, after.content_revisions) if after else None
         if after is not None and after_key != before_key and not after.pending:
@@ -190,19 +204,37 @@ class Chat:
     # -- human-in-the-loop ----------------------------------------------------------------
 
     async def _resolve_pending(self) -> None:
-        """Ask the user about each request the run paused on, then resume the run."""
+        """Ask about each request the run paused on, one after another, recording each
+        answer as it is given; then resume the run once, with every answer."""
+        asked, total = 0, 0
+        shown = await self.session.record()
         while True:
-            pending = await self.session.pending()
-            if not pending:
+            waiting = await self.session.awaiting()
+            if waiting.ready:
+                assert waiting.message is not None
+                await self._turn(waiting.message, before=shown)
                 return
-            request = pending[0]
+            if not waiting.open:
+                return
+            # An answer can settle others (an approval withdraws open questions), so the
+            # open requests are read again after each one.
+            request = waiting.open[0]
+            total = total or len(waiting.open)
+            asked += 1
             record = await self.session.record()
-            render_pending(self.console, request, record)
-            reply = await self._ask(request, record)
-            if reply is None:  # the user left plan mode or quit the prompt
-                return
-            await self._turn(reply)
-            return
+            position = (min(asked, total), total) if total > 1 else None
+            render_pending(self.console, request, record, position=position)
+            while True:
+                reply = await self._ask(request, record)
+                if reply is None:  # the user left plan mode or quit the prompt
+                    return
+                try:
+                    await self.session.submit(reply)
+                except ReplyError as exc:
+                    render_reply_error(self.console, exc)
+                    if exc.code in (ReplyErrorCode.STALE_REPLY, ReplyErrorCode.INVALID_REPLY):
+                        continue  # ask again
+                break
 
     async def _ask(self, request: PendingRequest, record: Any) -> types.Content | None:
         while True:
@@ -246,9 +278,8 @@ class Chat:
             if lowered in ("e", "edit"):
                 edited = self._edit(record.content)
                 if edited is None:
-                    return (
-                        None if False else self._retry("The editor failed; nothing was approved.")
-                    )
+                    self._warn("The editor failed; nothing was approved.")
+                    return None
                 if edited.strip() == record.content.strip():
                     self.console.print("[dim]No changes; approving as shown.[/]")
                     return PlanSession.approve(request)
@@ -379,6 +410,79 @@ class Chat:
             return self.console.input(Text(prompt, style="bold"))
         except EOFError:
             return None
+
+
+class _TypedDuringRun:
+    """Lines typed while the agent runs. ``/plan`` and ``/plan off`` apply through the
+    safe path (recorded now, applied at the run's next step); anything else is set
+    aside with a note, because the prompt is not open."""
+
+    def __init__(self, chat: Chat) -> None:
+        self.chat = chat
+        self.lines: asyncio.Queue[str] = asyncio.Queue()
+        self.buffer = b""
+        self.fd: int | None = None
+        self.worker: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        try:
+            fd = sys.stdin.fileno()
+            asyncio.get_running_loop().add_reader(fd, self._readable)
+        except (AttributeError, OSError, ValueError, NotImplementedError):
+            return  # no readable terminal (or an event loop without fd readers)
+        self.fd = fd
+        self.worker = asyncio.create_task(self._work())
+
+    async def stop(self) -> None:
+        if self.fd is not None:
+            asyncio.get_running_loop().remove_reader(self.fd)
+            self.fd = None
+        if self.worker is not None:
+            await self.lines.join()
+            self.worker.cancel()
+            self.worker = None
+
+    def _readable(self) -> None:
+        assert self.fd is not None
+        try:
+            data = os.read(self.fd, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            asyncio.get_running_loop().remove_reader(self.fd)
+            self.fd = None
+            return
+        self.buffer += data
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            self.lines.put_nowait(line.decode("utf-8", "replace").strip())
+
+    async def _work(self) -> None:
+        while True:
+            line = await self.lines.get()
+            try:
+                await self._handle(line)
+            except Exception as exc:  # a failed switch is shown, never ends the run
+                self.chat.console.print(Text(f"{type(exc).__name__}: {exc}", "red"))
+            finally:
+                self.lines.task_done()
+
+    async def _handle(self, line: str) -> None:
+        console, session = self.chat.console, self.chat.session
+        if not line:
+            return
+        if line == "/plan off":
+            console.print(Text(await session.leave_plan(), "magenta"))
+        elif line == "/plan":
+            console.print(Text(await session.select_plan(), "magenta"))
+        else:
+            console.print(
+                Text(
+                    f"(running: {line!r} was not sent; only /plan and /plan off apply while "
+                    "the agent works)",
+                    "yellow",
+                )
+            )
 
 
 class _Starter:

@@ -12,11 +12,13 @@ from rich.table import Table
 from rich.text import Text
 
 from plangate.plan.record import PendingRequest, PlanRecord
+from plangate.plan.replies import ReplyError
 
 __all__ = [
     "render_call",
     "render_pending",
     "render_plan",
+    "render_reply_error",
     "render_result",
     "render_todos",
     "summarize_result",
@@ -175,13 +177,21 @@ def render_protocol(
         )
 
 
-def render_pending(console: Console, request: PendingRequest, record: PlanRecord | None) -> None:
+def render_pending(
+    console: Console,
+    request: PendingRequest,
+    record: PlanRecord | None,
+    *,
+    position: tuple[int, int] | None = None,
+) -> None:
+    """One open request; ``position`` (n, of) when the run paused on several."""
     payload = request.payload
+    of = f" ({position[0]} of {position[1]})" if position else ""
     if request.kind == "enter":
         console.print(
             Panel(
                 Text(f"The agent asks to enter Plan Mode.\nObjective: {payload.get('objective')}"),
-                title="Plan Mode entry",
+                title=f"Plan Mode entry{of}",
                 border_style="yellow",
                 title_align="left",
             )
@@ -191,8 +201,22 @@ def render_pending(console: Console, request: PendingRequest, record: PlanRecord
         for number, option in enumerate(payload.get("options") or [], start=1):
             lines.append(f"  {number}. {option}")
         console.print(
-            Panel("\n".join(lines), title="Question", border_style="yellow", title_align="left")
+            Panel(
+                "\n".join(lines), title=f"Question{of}", border_style="yellow", title_align="left"
+            )
         )
     elif record is not None:
         render_plan(console, record)
-        console.print(Text.assemble(("Summary: ", "bold yellow"), str(payload.get("message"))))
+        console.print(Text.assemble((f"Summary{of}: ", "bold yellow"), str(payload.get("message"))))
+
+
+def render_reply_error(console: Console, error: ReplyError) -> None:
+    """A refused reply, plainly: what happened and what to do."""
+    console.print(
+        Text.assemble(
+            ("  ✗ reply not recorded ", "bold yellow"),
+            (f"({error.code.value}): ", "yellow"),
+            (error.message, "yellow"),
+            (f" — {error.hint}", "dim"),
+        )
+    )

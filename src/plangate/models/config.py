@@ -5,6 +5,7 @@
     openai:<model>            any OpenAI-compatible endpoint (OPENAI_API_KEY, OPENAI_BASE_URL):
                               OpenAI, DeepSeek, Ollama, vLLM
     anthropic:<model>         Anthropic (ANTHROPIC_API_KEY)
+    script:<path.json>        a scripted model playing a JSON script (terminal tests)
 
 ``PLANGATE_MODEL`` sets the default. OpenAI-compatible and Anthropic models need the
 ``models`` extra (``pip install 'plangate[models]'``).
@@ -37,6 +38,10 @@ def resolve_model(spec: str | None = None) -> BaseLlm | str:
         raise ValueError(f"model {spec!r} needs a name after '{provider}:'")
     if provider == "gemini":
         return name
+    if provider == "script":
+        from plangate.models.scripted import load_script
+
+        return load_script(name)
     if provider not in ("openai", "anthropic"):
         raise ValueError(f"unknown model provider {provider!r}: use gemini, openai or anthropic")
     try:

@@ -19,6 +19,7 @@ from plangate.plan.record import (
     PlanStatus,
     Revision,
 )
+from plangate.plan.replies import ReplyError, ReplyErrorCode
 from plangate.plan.transitions import PlanError, ReplyIgnored, Transition
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "PlanQuestion",
     "PlanRecord",
     "PlanStatus",
+    "ReplyError",
+    "ReplyErrorCode",
     "ReplyIgnored",
     "Revision",
     "ToolCall",

@@ -80,6 +80,16 @@ class PendingRequest(_Model):
     sha256: str | None = None
     question_id: int | None = None
     created_at: float
+    invocation_id: str | None = None
+    """The ADK invocation paused on this request."""
+    call_at: float | None = None
+    """When the model made the call (its step); with ``call_index``, the order to ask in."""
+    call_index: int = 0
+    """The call's position among the function calls of its model step."""
+
+    @property
+    def order(self) -> tuple[float, int]:
+        return (self.call_at if self.call_at is not None else self.created_at, self.call_index)
 
 
 class ApprovalEvent(_Model):
@@ -87,7 +97,7 @@ class ApprovalEvent(_Model):
 
     approval_id: str
     kind: Literal["enter", "exit", "question", "exit_mode"]
-    decision: Literal["approved", "rejected", "answered", "cancelled"]
+    decision: Literal["approved", "rejected", "answered", "cancelled", "withdrawn"]
     actor: str
     decided_at: float
     call_id: str | None = None
@@ -97,6 +107,8 @@ class ApprovalEvent(_Model):
     plan_id: str = ""
     agent_name: str = ""
     plan: PlanRecord | None = None
+    """The plan as it was decided (set on the event handed to ``on_approval``; not stored
+    inside the record's own history)."""
 
 
 class PlanRecord(_Model):
@@ -114,9 +126,20 @@ class PlanRecord(_Model):
     suggested_content: str | None = None
     started_at: float
     updated_at: float
+    finished_at: float | None = None
+    """When an approved plan was done with (its todos completed); from then on it is
+    history, and the agent is offered Plan Mode again for the next task."""
 
     def is_gate_active(self) -> bool:
         return self.status in GATE_ACTIVE_STATUSES
+
+    def is_being_implemented(self) -> bool:
+        """Approved and not finished: the plan the agent is working on now."""
+        return self.status is PlanStatus.APPROVED and self.finished_at is None
+
+    def open_requests(self) -> list[PendingRequest]:
+        """The pending requests in the order the model asked them."""
+        return sorted(self.pending, key=lambda p: p.order)
 
     @property
     def content_revisions(self) -> int:

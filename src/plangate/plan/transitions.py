@@ -22,6 +22,7 @@ from plangate.plan.record import (
     Revision,
     content_sha256,
 )
+from plangate.plan.replies import ReplyErrorCode
 
 __all__ = [
     "PlanError",
@@ -31,7 +32,9 @@ __all__ = [
     "apply_reply",
     "ask_question",
     "cancel",
+    "finish",
     "force_enter",
+    "number_in_call_order",
     "plan_steps",
     "request_enter",
     "request_exit",
@@ -56,9 +59,10 @@ class PlanError(Exception):
 class ReplyIgnored(Exception):
     """A human reply that changes nothing (stale, duplicate, foreign or malformed)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, code: ReplyErrorCode = ReplyErrorCode.INVALID_REPLY) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.code = code
 
     def to_result(self) -> dict[str, Any]:
         return {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {self.reason}"}
@@ -327,7 +331,9 @@ def request_exit(
         "sha256": updated.sha256,
         "timestamp": now,
     }
+    # Questions asked in the same step stay open: each is answered on its own.
     updated.pending = [
+        *(p for p in updated.pending if p.kind == "question"),
         PendingRequest(
             kind="exit",
             call_id=call_id,
@@ -337,7 +343,7 @@ def request_exit(
             revision=updated.content_revisions,
             sha256=updated.sha256,
             created_at=now,
-        )
+        ),
     ]
     return Transition(
         record=updated,
@@ -396,9 +402,39 @@ def ask_question(
         )
     )
     event = _event(
-        updated, record.status, actor="model", now=now, kind="plan.question", id=question_id
+        updated,
+        record.status,
+        actor="model",
+        now=now,
+        kind="plan.question",
+        id=question_id,
+        call_id=call_id,
     )
     return Transition(record=updated, result=payload, events=[event])
+
+
+def number_in_call_order(record: PlanRecord, invocation_id: str | None, call_at: float) -> None:
+    """Number the open questions of one model step in the order the model asked them.
+
+    Parallel calls of a step commit in any order; ids are reassigned (in place, before
+    the step pauses and anyone answers) so question 1 is the first one asked.
+    """
+    step = [
+        p
+        for p in record.pending
+        if p.kind == "question" and p.invocation_id == invocation_id and p.call_at == call_at
+    ]
+    ids = sorted(p.question_id for p in step if p.question_id is not None)
+    if len(ids) < 2:
+        return
+    by_call = {p.call_id: p for p in step}
+    questions = {q.call_id: q for q in record.asked_questions if q.call_id in by_call}
+    for question_id, request in zip(ids, sorted(step, key=lambda p: p.call_index), strict=True):
+        request.question_id = question_id
+        request.payload = {**request.payload, "question_id": question_id}
+        if request.call_id in questions:
+            questions[request.call_id].id = question_id
+    record.asked_questions.sort(key=lambda q: q.id)
 
 
 def cancel(
@@ -452,7 +488,8 @@ def apply_reply(
     if record is None or pending is None:
         raise ReplyIgnored(
             f"no pending request has call id {call_id!r}; the reply is stale, a duplicate, "
-            "or answers another request"
+            "or answers another request",
+            ReplyErrorCode.UNKNOWN_REQUEST,
         )
     if tool_name and tool_name != pending.tool_name:
         raise ReplyIgnored(f"call id {call_id!r} belongs to {pending.tool_name}, not {tool_name}")
@@ -481,6 +518,29 @@ def answer_question(
         response=response,
         now=now,
         actor=actor,
+    )
+
+
+def finish(
+    record: PlanRecord | None, *, now: float, reason: str, actor: str = "agent"
+) -> Transition | None:
+    """An approved plan is done with: it stops being the plan the agent works on.
+
+    Returns None unless ``record`` is approved and not finished yet.
+    """
+    if record is None or not record.is_being_implemented():
+        return None
+    updated = record.model_copy(deep=True)
+    updated.finished_at = now
+    updated.updated_at = now
+    return Transition(
+        record=updated,
+        result={"status": "finished", "message": f"The approved plan is finished ({reason})."},
+        events=[
+            _event(
+                updated, record.status, actor=actor, now=now, kind="plan.finished", reason=reason
+            )
+        ],
     )
 
 
@@ -524,16 +584,21 @@ def _check_binding(pending: PendingRequest, response: dict[str, Any]) -> None:
     given_id = response.get("approval_id")
     if given_id is not None and given_id != pending.approval_id:
         raise ReplyIgnored(
-            f"approval_id {given_id!r} does not match the pending request {pending.approval_id!r}"
+            f"approval_id {given_id!r} does not match the pending request {pending.approval_id!r}",
+            ReplyErrorCode.STALE_REPLY,
         )
     given_rev = response.get("revision")
     if given_rev is not None and pending.revision is not None and given_rev != pending.revision:
         raise ReplyIgnored(
-            f"the reply reviewed revision {given_rev}, but revision {pending.revision} is pending"
+            f"the reply reviewed revision {given_rev}, but revision {pending.revision} is pending",
+            ReplyErrorCode.STALE_REPLY,
         )
     given_hash = response.get("sha256")
     if given_hash is not None and pending.sha256 is not None and given_hash != pending.sha256:
-        raise ReplyIgnored("the reply reviewed different plan content (sha256 mismatch)")
+        raise ReplyIgnored(
+            "the reply reviewed different plan content (sha256 mismatch)",
+            ReplyErrorCode.STALE_REPLY,
+        )
 
 
 def _note(pending: PendingRequest, response: dict[str, Any]) -> str | None:
@@ -613,6 +678,9 @@ def _resolve_enter(
         )
     updated.reviewer_note = note
     result = {"status": response["status"], "message": message}
+    withdrawn = {}
+    if updated.status is PlanStatus.CANCELLED:
+        withdrawn = _withdraw_open(updated, actor=actor, now=now, why="The user declined Plan Mode")
     return _decided(
         record,
         updated,
@@ -622,6 +690,7 @@ def _resolve_enter(
         actor=actor,
         now=now,
         note=note,
+        withdrawn=withdrawn,
         approval_id=pending.approval_id,
     )
 
@@ -664,7 +733,9 @@ def _resolve_exit(
         if steps:
             result["message"] += " Track the steps with todo_write."
             result["suggested_todos"] = [{"content": s, "status": "pending"} for s in steps]
+        withdrawn = _withdraw_open(updated, actor=actor, now=now, why="The user approved the plan")
     else:
+        withdrawn = {}
         updated.status = PlanStatus.DRAFTING
         updated.reviewer_note = note
         updated.suggested_content = edited if edited != updated.content else None
@@ -686,6 +757,7 @@ def _resolve_exit(
         actor=actor,
         now=now,
         note=note,
+        withdrawn=withdrawn,
         approval_id=pending.approval_id,
         edited=updated.content != record.content or None,
     )
@@ -708,7 +780,8 @@ def _answer(
     if question_id != pending.question_id:
         raise ReplyIgnored(
             f"question_id {response.get('question_id')!r} does not match the pending "
-            f"question {pending.question_id}"
+            f"question {pending.question_id}",
+            ReplyErrorCode.STALE_REPLY,
         )
     answer = response.get("answer")
     if not isinstance(answer, str) or not answer.strip():
@@ -751,19 +824,55 @@ def _decided(
     note: str | None,
     with_plan: bool = True,
     kind: str = "plan.transition",
+    withdrawn: dict[str, dict[str, Any]] | None = None,
     **detail: Any,
 ) -> Transition:
     """Record a human decision on ``updated`` and package it as a transition whose result
-    is also the canonical answer to the request's call id."""
+    is also the canonical answer to the request's call id (and to the requests the
+    decision withdrew)."""
     approval = _decision(updated, pending, decision, actor=actor, now=now, note=note)
     updated.approvals.append(approval)
     if with_plan:
         result["plan"] = updated.dump()
-    event = _event(updated, record.status, actor=actor, now=now, kind=kind, note=note, **detail)
+    event = _event(
+        updated,
+        record.status,
+        actor=actor,
+        now=now,
+        kind=kind,
+        note=note,
+        withdrawn=sorted(withdrawn) if withdrawn else None,
+        **detail,
+    )
     return Transition(
         record=updated,
         result=result,
         events=[event],
-        decision=approval,
-        resolutions={pending.call_id: result},
+        # on_approval sees the plan exactly as it was decided.
+        decision=approval.model_copy(update={"plan": updated.model_copy(deep=True)}),
+        resolutions={pending.call_id: result, **(withdrawn or {})},
     )
+
+
+def _withdraw_open(
+    updated: PlanRecord, *, actor: str, now: float, why: str
+) -> dict[str, dict[str, Any]]:
+    """Withdraw every request still open on ``updated``; their canonical results."""
+    results: dict[str, dict[str, Any]] = {}
+    for other in updated.pending:
+        results[other.call_id] = {
+            "status": "withdrawn",
+            "message": f"{why} before this {_request_noun(other)} was answered, so it was "
+            "withdrawn. Do not wait for an answer; ask again only if it still matters.",
+        }
+        updated.approvals.append(
+            _decision(updated, other, "withdrawn", actor=actor, now=now, note=why)
+        )
+    updated.pending = []
+    return results
+
+
+def _request_noun(request: PendingRequest) -> str:
+    return {"question": "question", "enter": "entry request", "exit": "approval request"}[
+        request.kind
+    ]

@@ -1,0 +1,126 @@
+"""Human replies: which pending request a reply answers, and why one is refused.
+
+A reply is a function response ``(id, name, response)``. It answers the pending request
+whose call id it carries. Two seed-compatible leniencies, and nothing else:
+
+- a reply **without an id** answers the single open request of its tool name; none or
+  several open requests of that name is an error (``NO_MATCHING_REQUEST`` /
+  ``AMBIGUOUS_REPLY``), never a guess;
+- a reply whose id is known but whose **name is wrong or empty** is renamed to the tool
+  the call id belongs to (the id is the binding; the name is only a label).
+
+Pure: no clock, no I/O, no ADK.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from plangate.plan.record import PlanRecord
+
+__all__ = ["MatchedReply", "ReplyError", "ReplyErrorCode", "match_reply"]
+
+
+class ReplyErrorCode(StrEnum):
+    UNKNOWN_REQUEST = "UNKNOWN_REQUEST"
+    """No request with this call id is open (never asked, foreign, or withdrawn long ago)."""
+    ALREADY_ANSWERED = "ALREADY_ANSWERED"
+    """The request was already decided; a request is answered exactly once."""
+    NO_MATCHING_REQUEST = "NO_MATCHING_REQUEST"
+    """A reply without a call id, and no open request of its tool name."""
+    AMBIGUOUS_REPLY = "AMBIGUOUS_REPLY"
+    """A reply without a call id, and several open requests of its tool name."""
+    STALE_REPLY = "STALE_REPLY"
+    """The reply reviewed something else: approval_id, revision, sha256 or question_id differ."""
+    INVALID_REPLY = "INVALID_REPLY"
+    """The reply is malformed (status, answer, content...)."""
+
+
+_HINTS = {
+    ReplyErrorCode.UNKNOWN_REQUEST: "read the open requests again and answer one of them",
+    ReplyErrorCode.ALREADY_ANSWERED: "nothing to do: the first answer stands",
+    ReplyErrorCode.NO_MATCHING_REQUEST: "read the open requests again; none of this kind is open",
+    ReplyErrorCode.AMBIGUOUS_REPLY: "send the reply with the call id of the request it answers",
+    ReplyErrorCode.STALE_REPLY: "read the pending request again and answer what it shows now",
+    ReplyErrorCode.INVALID_REPLY: "use one of the documented reply shapes",
+}
+
+
+class ReplyError(Exception):
+    """A human reply that was refused; nothing was recorded.
+
+    Raised by ``PlanSession.submit`` and, over the wire, by the runner when a reply
+    cannot be matched to a request (ADK wraps plugin errors in a ``RuntimeError`` whose
+    ``__cause__`` is this error).
+    """
+
+    def __init__(self, code: ReplyErrorCode, message: str, *, call_id: str | None = None) -> None:
+        super().__init__(f"{code.value}: {message}")
+        self.code = code
+        self.message = message
+        self.hint = _HINTS[code]
+        self.call_id = call_id
+
+    def __repr__(self) -> str:
+        return f"ReplyError(code={self.code.value!r}, message={self.message!r})"
+
+    def to_result(self) -> dict[str, Any]:
+        """What the model is shown in place of a reply that changed nothing."""
+        return {
+            "status": "ignored",
+            "error": f"HITL_REPLY_IGNORED: {self.message}",
+            "code": self.code.value,
+        }
+
+
+@dataclass(frozen=True)
+class MatchedReply:
+    call_id: str
+    tool_name: str
+    response: Any
+    renamed: bool = False
+    """The reply's id or name was filled in or corrected."""
+
+
+def match_reply(
+    record: PlanRecord | None,
+    resolved: dict[str, str | None],
+    *,
+    call_id: str | None,
+    tool_name: str | None,
+    response: Any,
+) -> MatchedReply | None:
+    """The request a reply answers, with its id and tool name made canonical.
+
+    ``resolved`` maps the call ids already decided to their tool names. Returns None for
+    a reply with an unknown id (the caller decides whether that is an error), raises
+    ``ReplyError`` for a reply without an id that matches no open request or several.
+    """
+    pending = list(record.pending) if record is not None else []
+    if call_id:
+        request = next((p for p in pending if p.call_id == call_id), None)
+        if request is not None:
+            name = request.tool_name
+        elif call_id in resolved:
+            name = resolved[call_id] or tool_name or ""
+        else:
+            return None
+        return MatchedReply(call_id, name, response, renamed=name != tool_name)
+    candidates = [p for p in pending if p.tool_name == tool_name]
+    if not candidates:
+        raise ReplyError(
+            ReplyErrorCode.NO_MATCHING_REQUEST,
+            f"the reply to {tool_name or '(no tool name)'} has no call id and no such "
+            "request is open",
+        )
+    if len(candidates) > 1:
+        ids = ", ".join(p.call_id for p in candidates)
+        raise ReplyError(
+            ReplyErrorCode.AMBIGUOUS_REPLY,
+            f"the reply to {tool_name} has no call id and {len(candidates)} such requests "
+            f"are open ({ids})",
+        )
+    request = candidates[0]
+    return MatchedReply(request.call_id, request.tool_name, response, renamed=True)
