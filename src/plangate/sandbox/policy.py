@@ -173,7 +173,12 @@ def _protected_in(workspace: Path) -> list[Path]:
 
 
 def bwrap_argv(
-    spec: SandboxSpec, command: Iterable[str], *, env: Mapping[str, str], bwrap: str = "bwrap"
+    spec: SandboxSpec,
+    command: Iterable[str],
+    *,
+    env: Mapping[str, str],
+    bwrap: str = "bwrap",
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs ``command`` under ``spec``.
 
@@ -186,7 +191,13 @@ def bwrap_argv(
         "--new-session",
         "--die-with-parent",
         "--unshare-all",
+        # Root keeps every capability in the new namespaces and could remount the
+        # read-only binds writable: drop them all.
+        "--cap-drop",
+        "ALL",
     ]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     if spec.network and spec.profile is Profile.ACTING:
         argv.append("--share-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]

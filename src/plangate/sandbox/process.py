@@ -26,6 +26,7 @@ from plangate.sandbox.policy import (
     sandbox_env,
 )
 from plangate.sandbox.probe import SandboxStatus, sandbox_status
+from plangate.sandbox.seccomp import unix_socket_filter
 
 __all__ = ["Capture", "Finished", "run_command"]
 
@@ -86,10 +87,21 @@ async def run_command(
         status = await asyncio.to_thread(sandbox_status)
     timeout_s = min(timeout_s, MAX_TIMEOUT_S)
     private_tmp: str | None = None
+    seccomp_fd: int | None = None
     limits = prlimit_argv(spec.limits, prlimit=status.prlimit) if status.prlimit else []
     if status.available:
         env = sandbox_env(os.environ)
-        argv = [*limits, *bwrap_argv(spec, ["bash", "-c", command], env=env, bwrap=status.bwrap)]
+        seccomp_fd = _seccomp_fd()
+        argv = [
+            *limits,
+            *bwrap_argv(
+                spec,
+                ["bash", "-c", command],
+                env=env,
+                bwrap=status.bwrap,
+                seccomp_fd=seccomp_fd,
+            ),
+        ]
         process_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     else:
         private_tmp = await asyncio.to_thread(tempfile.mkdtemp, prefix="plangate-cmd-")
@@ -107,11 +119,25 @@ async def run_command(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # its own process group, killed as a whole
+            pass_fds=() if seccomp_fd is None else (seccomp_fd,),
         )
         return await _wait(proc, timeout_s, keep_bytes, sandboxed=status.available)
     finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
         if private_tmp is not None:
             await asyncio.to_thread(shutil.rmtree, private_tmp, True)
+
+
+def _seccomp_fd() -> int | None:
+    """A readable descriptor holding the seccomp program for bwrap, or None."""
+    program = unix_socket_filter()
+    if program is None:
+        return None
+    fd = os.memfd_create("plangate-seccomp")
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 async def _wait(
