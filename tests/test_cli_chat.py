@@ -233,3 +233,20 @@ def test_plan_typed_while_the_agent_runs_applies_at_its_next_step(tmp_path: Path
     child.expect(pexpect.EOF)
     assert not (tmp_path / ".plangate" / "workspace" / "notes.txt").exists()
     assert "StaleSession" not in transcript(tmp_path)
+
+
+def test_the_header_says_what_contains_the_agents_commands(tmp_path: Path) -> None:
+    sandboxed = spawn(tmp_path)
+    sandboxed.expect("you>")
+    sandboxed.sendline("/quit")
+    sandboxed.expect(pexpect.EOF)
+    off = spawn(tmp_path, env={"PLANGATE_SANDBOX": "off"})
+    off.expect("you>")
+    off.sendline("/quit")
+    off.expect(pexpect.EOF)
+    text = " ".join(transcript(tmp_path).split())
+    from plangate.sandbox import sandbox_status
+
+    if sandbox_status().available:
+        assert "sandbox: bubblewrap (read-only while planning" in text
+    assert "⚠ sandbox off (PLANGATE_SANDBOX=off)" in text

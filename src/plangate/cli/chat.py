@@ -30,6 +30,7 @@ from plangate.cli.options import (
     add_data_option,
     add_database_option,
     add_model_option,
+    add_network_option,
     data_sources,
 )
 from plangate.cli.render import (
@@ -46,6 +47,7 @@ from plangate.models.config import describe_model, resolve_model
 from plangate.models.demo import DemoModel
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode
+from plangate.sandbox.probe import sandbox_summary
 
 __all__ = ["add_chat_parser", "run_chat"]
 
@@ -70,6 +72,7 @@ def add_chat_parser(subparsers: Any) -> None:
     add_model_option(parser)
     add_database_option(parser, "--database")
     add_data_option(parser)
+    add_network_option(parser)
     parser.set_defaults(func=run_chat)
 
 
@@ -87,11 +90,20 @@ def default_workspace() -> Path:
 
 
 class Chat:
-    def __init__(self, console: Console, session: PlanSession, workspace: Path, model: Any) -> None:
+    def __init__(
+        self,
+        console: Console,
+        session: PlanSession,
+        workspace: Path,
+        model: Any,
+        *,
+        allow_network: bool = False,
+    ) -> None:
         self.console = console
         self.session = session
         self.workspace = workspace
         self.model = model
+        self.allow_network = allow_network
         self.streaming = not isinstance(model, DemoModel)
 
     @classmethod
@@ -349,6 +361,7 @@ class Chat:
             f"session   {self.session.session_id}",
             f"workspace {self.workspace}",
             f"model     {describe_model(self.model)}",
+            sandbox_summary(self.allow_network),
             "mode      "
             + ("plan" if mode.active else "agent")
             + (
@@ -398,6 +411,7 @@ class Chat:
             Panel(
                 f"workspace {escape(str(self.workspace))}\nmodel     {escape(model)}{label}\n"
                 f"session   {escape(self.session.session_id)}\n"
+                f"{escape(sandbox_summary(self.allow_network))}\n"
                 "Type a task, or /help. /plan selects Plan Mode.",
                 title="plangate chat",
                 border_style="cyan",
@@ -515,8 +529,9 @@ class _Starter:
         except (ValueError, DataError) as exc:
             console.print(Text(f"--data: {exc}", "red"))
             return 2
-        agent = build_coding_agent(workspace, model, data=catalog)
+        agent = build_coding_agent(workspace, model, data=catalog, allow_network=args.allow_network)
         runner = build_runner(agent, database_url=args.database_url)
         session_id = args.session or uuid.uuid4().hex[:12]
         session = await PlanSession.open(runner, session_id=session_id)
-        return await Chat(console, session, workspace, model).run()
+        chat = Chat(console, session, workspace, model, allow_network=args.allow_network)
+        return await chat.run()
