@@ -4,10 +4,11 @@ spawned over stdio, running the plangate this test process imported."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,14 @@ class EditorClient:
     from a script: an option name, or CANCEL (the user stops the turn). With ``cancel_at``
     set, it stops the turn as soon as a tool call with that title starts. ``before_answer``
     runs before each permission answer (the user editing a file, say). Elicitations are
-    answered from ``elicited_answers``: a dict of field values, or DECLINE."""
+    answered from ``elicited_answers``: a dict of field values, or DECLINE. ``during``
+    runs a coroutine in the background as soon as a tool call with that title starts (the
+    user acting while the tool runs); ``during_task`` is its task."""
 
     def __init__(self) -> None:
         self.cancel_at: str | None = None
+        self.during: tuple[str, Callable[[], Awaitable[Any]]] | None = None
+        self.during_task: asyncio.Task[Any] | None = None
         self.updates: list[Any] = []
         self.permissions: list[tuple[ToolCallUpdate, list[PermissionOption], int]] = []
         self.answers: deque[str] = deque()
@@ -89,6 +94,9 @@ class EditorClient:
         if self.cancel_at and started.startswith(self.cancel_at):
             self.cancel_at = None
             await self.conn.cancel(session_id=session_id)
+        if self.during is not None and started.startswith(self.during[0]):
+            action, self.during = self.during[1], None
+            self.during_task = asyncio.get_running_loop().create_task(action())
 
     async def write_text_file(self, **_: Any) -> None:
         raise RequestError.method_not_found("fs/write_text_file")
@@ -215,3 +223,11 @@ async def new_session(
 def open_session(workspace: Path, database_url: str, session_id: str) -> Any:
     agent = build_coding_agent(workspace, DemoModel())
     return PlanSession.open(build_runner(agent, database_url=database_url), session_id=session_id)
+
+
+def script(tmp_path: Path, name: str, *steps: list[dict[str, Any]]) -> tuple[str, str]:
+    """The ``--model`` arguments for a scripted model playing ``steps`` (see
+    :func:`plangate.models.scripted.load_script` for the step format)."""
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(list(steps)))
+    return "--model", f"script:{path}"

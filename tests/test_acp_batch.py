@@ -1,0 +1,170 @@
+"""Several requests in one model step, and mode switches while a turn runs, over ACP:
+the real SDK client over stdio, ``plangate acp`` with a scripted model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp.schema import (
+    ClientCapabilities,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
+)
+
+from acp_support import CANCEL, editor, new_session, open_session, prompt, script
+from plangate.agent.workspace import copy_sample_workspace
+from plangate.plan import PlanStatus
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return copy_sample_workspace(tmp_path / "ws")
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'plangate.db'}"
+
+
+def ask(question: str, *options: str) -> dict[str, Any]:
+    args: dict[str, Any] = {"question": question}
+    if options:
+        args["options"] = list(options)
+    return {"call": "ask_user_question", "args": args}
+
+
+TWO_QUESTIONS = [ask("Which database?", "PostgreSQL", "SQLite"), ask("Which port?")]
+ECHO = [{"echo": "resumed with "}]
+FORMS = ClientCapabilities(elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()))
+
+
+def replies_sent(stored: Any) -> list[list[str]]:
+    """The call ids of each user turn in the stored session that carried replies."""
+    turns = [
+        [p.function_response.id for p in event.content.parts or [] if p.function_response]
+        for event in stored.events
+        if event.author == "user" and event.content is not None
+    ]
+    return [turn for turn in turns if turn]
+
+
+def echoed(text: str) -> list[dict[str, Any]]:
+    """The function responses the scripted model echoed after ``resumed with``."""
+    return json.loads(text.split("resumed with ", 1)[1])
+
+
+async def test_two_questions_in_one_step_are_each_asked_once_then_resumed_together(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    model = script(tmp_path, "two-questions", TWO_QUESTIONS, ECHO)
+    async with editor(tmp_path, workspace, database_url, *model, capabilities=FORMS) as (
+        client,
+        conn,
+    ):
+        await new_session(client, conn, workspace)
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        client.elicited_answers.append({"text": "5432"})
+        stop = await prompt(client, conn, "add persistence", "PostgreSQL", "Answer in my own words")
+        assert stop == "end_turn"
+
+        (first, _, _), (second, _, _) = client.permissions
+        assert (first.title, second.title) == ("Which database?", "Which port?")
+        assert first.tool_call_id != second.tool_call_id, "each question asked once"
+        # Each answer is shown as it is recorded, before the run resumes.
+        [db] = client.results(first.tool_call_id)
+        [port] = client.results(second.tool_call_id)
+        assert (db.raw_output["answer"], port.raw_output["answer"]) == ("PostgreSQL", "5432")
+        # One resume, with both answers.
+        answers = [r["answer"] for r in echoed(client.text()) if "answer" in r]
+        assert answers == ["PostgreSQL", "5432"]
+
+    session = await open_session(workspace, database_url, client.session_id)
+    assert await session.pending() == []
+    # The run was resumed once, by one message answering both calls.
+    assert replies_sent(await session.session()) == [[first.tool_call_id, second.tool_call_id]]
+    record = await session.record()
+    assert [(q.question, q.answer) for q in record.asked_questions] == [
+        ("Which database?", "PostgreSQL"),
+        ("Which port?", "5432"),
+    ]
+
+
+async def test_a_question_beside_the_plan_submission_then_the_approval(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    model = script(
+        tmp_path,
+        "question-and-approval",
+        [
+            {
+                "call": "update_plan_content",
+                "args": {"content": "1. Add the table\n2. Run the tests\n", "mode": "replace"},
+            }
+        ],
+        [ask("Which database?", "PostgreSQL", "SQLite"), {"call": "exit_plan_mode"}],
+        ECHO,
+    )
+    async with editor(tmp_path, workspace, database_url, *model) as (client, conn):
+        await new_session(client, conn, workspace)
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        stop = await prompt(client, conn, "add persistence", "SQLite", "Approve")
+        assert stop == "end_turn"
+
+        (question, _, _), (approval, _, _) = client.permissions
+        assert question.title == "Which database?"
+        assert approval.title == "Approve plan (revision 1)"
+        [answered] = client.results(question.tool_call_id)
+        assert answered.raw_output["answer"] == "SQLite"
+        [approved] = client.results(approval.tool_call_id)
+        assert approved.raw_output["status"] == "approved"
+        assert client.modes() == ["plan", "default"]
+        seen = echoed(client.text())
+        assert [r.get("answer") for r in seen if "question_id" in r] == ["SQLite"]
+        assert any(r.get("status") == "approved" for r in seen)
+
+    record = await (await open_session(workspace, database_url, client.session_id)).record()
+    assert record.status is PlanStatus.APPROVED and record.pending == []
+
+
+async def test_a_cancel_mid_batch_keeps_the_answer_given_and_asks_only_the_rest(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    first_run = script(tmp_path, "first", TWO_QUESTIONS)
+    async with editor(tmp_path, workspace, database_url, *first_run) as (client, conn):
+        await new_session(client, conn, workspace)
+        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        assert await prompt(client, conn, "add persistence", "SQLite", CANCEL) == "cancelled"
+        (first, _, _), (second, _, _) = client.permissions
+        [answered] = client.results(first.tool_call_id)
+        assert answered.raw_output["answer"] == "SQLite"
+
+        # After the cancel only the open question is asked; the prompt is cancelled again.
+        assert await prompt(client, conn, "go on", CANCEL) == "cancelled"
+        [(again, _, _)] = client.permissions[2:]
+        assert again.tool_call_id == second.tool_call_id
+
+    # Durable: after a restart, the first answer stands and only the rest is asked.
+    session = await open_session(workspace, database_url, client.session_id)
+    assert [p.call_id for p in await session.pending()] == [second.tool_call_id]
+    assert (await session.record()).asked_questions[0].answer == "SQLite"
+
+    resumed = script(tmp_path, "resumed", ECHO, [{"text": "noted: go on"}])
+    async with editor(tmp_path, workspace, database_url, *resumed) as (client, conn):
+        await conn.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
+        client.session_id = session.session_id
+        assert "is open: it is asked again" in client.text()
+        start = len(client.updates)
+        assert await prompt(client, conn, "go on", "Skip") == "end_turn"
+        [(asked, _, _)] = client.permissions
+        assert asked.tool_call_id == second.tool_call_id, "never the answered question"
+        text = client.text(start)
+        assert [r["answer"] for r in echoed(text.split("noted")[0]) if "answer" in r] == [
+            "SQLite",
+            "(no answer)",
+        ]
+        assert text.endswith("noted: go on"), "the message follows the resumed run"
+    stored = await (await open_session(workspace, database_url, session.session_id)).session()
+    assert replies_sent(stored) == [[first.tool_call_id, second.tool_call_id]]
