@@ -168,3 +168,56 @@ async def test_a_cancel_mid_batch_keeps_the_answer_given_and_asks_only_the_rest(
         assert text.endswith("noted: go on"), "the message follows the resumed run"
     stored = await (await open_session(workspace, database_url, session.session_id)).session()
     assert replies_sent(stored) == [[first.tool_call_id, second.tool_call_id]]
+
+
+# -- mode switches while a turn runs --------------------------------------------------------
+
+WAIT_FOR_RELEASE = "while [ ! -e release ]; do sleep 0.05; done; echo released"
+
+
+@pytest.mark.parametrize("switch", ["set_mode", "config_option"])
+async def test_plan_mode_selected_while_a_tool_runs_refuses_the_next_write_in_the_same_run(
+    tmp_path: Path, workspace: Path, database_url: str, switch: str
+) -> None:
+    model = script(
+        tmp_path,
+        "switch",
+        [{"call": "Bash", "args": {"command": WAIT_FOR_RELEASE}}],
+        [{"call": "Write", "args": {"path": "notes.txt", "content": "written\n"}}],
+        [{"echo": "after the write: "}],
+    )
+    async with editor(tmp_path, workspace, database_url, *model) as (client, conn):
+        await new_session(client, conn, workspace)
+
+        async def select_plan_then_release() -> Any:
+            # The command waits for the file, so the switch lands while the run is in
+            # progress; the command then finishes and the run goes on.
+            if switch == "set_mode":
+                answer = await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+            else:
+                answer = await conn.set_config_option(
+                    config_id="mode", session_id=client.session_id, value="plan"
+                )
+            (workspace / "release").touch()
+            return answer
+
+        client.during = ("Run while", select_plan_then_release)
+        assert await prompt(client, conn, "write a note") == "end_turn"
+        assert client.during_task is not None and client.during_task.done()
+        client.during_task.result()  # no error (no StaleSessionError)
+
+        [bash] = client.calls("Run while")
+        [ran] = client.results(bash.tool_call_id)
+        assert ran.status == "completed" and ran.raw_output["exit_code"] == 0
+        assert "released" in ran.raw_output["stdout"], "the running tool's result is kept"
+        [write] = client.calls("Write notes.txt")
+        [refused] = client.results(write.tool_call_id)
+        assert refused.status == "failed"
+        assert "PLAN_MODE_GATE" in refused.content[0].content.text
+        assert not (workspace / "notes.txt").exists()
+        assert "PLAN_MODE_GATE" in client.text(), "the model was told in the same run"
+        assert client.modes() == ["plan"]
+
+    session = await open_session(workspace, database_url, client.session_id)
+    mode = await session.mode()
+    assert mode.active and mode.pending is None
