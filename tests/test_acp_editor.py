@@ -37,7 +37,7 @@ from acp_support import (
     open_session,
     prompt,
 )
-from plangate.acp import mapping, requests
+from plangate.acp import mapping, markdown, requests
 from plangate.acp.commands import Command, parse_command
 from plangate.acp.listing import CWD_KEY, PAGE_SIZE, session_page
 from plangate.acp.stdio import InvalidMessage, check_message
@@ -302,8 +302,16 @@ async def test_a_run_failed_by_protocol_governance_ends_as_a_refusal(
         start = len(client.updates)
         assert await prompt(client, conn, "try again") == "end_turn"
         assert "DATA_ACTIONS_REJECTED_BY_PROTOCOL" not in client.text(start)
-        assert client.calls("run_sql_readonly", start)
+        [query] = client.calls("run_sql_readonly", start)
         assert "Completed revenue by region" in client.text(start)
+        # The query result is shown as a Markdown table, numbers aligned right.
+        [result] = client.results(query.tool_call_id)
+        shown = result.content[0].content.text.splitlines()
+        rows = result.raw_output["rows"]
+        assert shown[0] == f"{len(rows)} rows"
+        assert shown[2:4] == ["| region | revenue |", "|---|---:|"]
+        assert shown[4] == f"| {rows[0]['region']} | {rows[0]['revenue']} |"
+        assert len(shown) == 4 + len(rows)
 
 
 async def test_stdio_mcp_servers_are_session_tools_under_the_plan_gate(
@@ -402,6 +410,34 @@ def test_session_pages_filter_by_folder_and_page_by_offset() -> None:
     assert [s.session_id for s in fixed.sessions] == ["web"], "a session opened elsewhere"
     with pytest.raises(RequestError):
         session_page(sessions, cwd=None, cursor="next", default_cwd=None)
+
+
+def test_data_results_are_markdown_tables_no_value_can_break() -> None:
+    rows = [{"name": "a|b\nc", "n": 1}, {"name": None, "n": 2.5}, {"name": "x\\", "n": None}]
+    shown = mapping.resolution_update(
+        "c1", "run_sql_readonly", {"columns": ["name", "n"], "rows": rows, "truncated": True}
+    ).content[0].content.text
+    assert shown.splitlines() == [
+        "3 rows (truncated: the result has more)",
+        "",
+        "| name | n |",
+        "|---|---:|",
+        "| a\\|b c | 1 |",
+        "| NULL | 2.5 |",
+        "| x\\\\ | NULL |",
+    ]
+    many = [{"v": i} for i in range(markdown.DATA_ROWS + 3)]
+    preview = mapping.resolution_update(
+        "c2", "preview_table", {"table": "t", "total_rows": 900, "columns": ["v"], "rows": many}
+    ).content[0].content.text
+    assert preview.startswith(f"t: first {len(many)} of 900 rows\n\n| v |\n|---:|\n| 0 |")
+    assert preview.endswith("\n\n… and 3 more rows.")
+    values = mapping.resolution_update(
+        "c3",
+        "lookup_values",
+        {"column": "status", "distinct_count": 2, "values": [{"value": "done", "count": 7}]},
+    ).content[0].content.text
+    assert values == "2 distinct values of status\n\n| value | count |\n|---|---:|\n| done | 7 |"
 
 
 def test_protocol_refusal_speaks_only_of_this_turns_failure() -> None:
