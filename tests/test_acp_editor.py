@@ -414,9 +414,13 @@ def test_session_pages_filter_by_folder_and_page_by_offset() -> None:
 
 def test_data_results_are_markdown_tables_no_value_can_break() -> None:
     rows = [{"name": "a|b\nc", "n": 1}, {"name": None, "n": 2.5}, {"name": "x\\", "n": None}]
-    shown = mapping.resolution_update(
-        "c1", "run_sql_readonly", {"columns": ["name", "n"], "rows": rows, "truncated": True}
-    ).content[0].content.text
+    shown = (
+        mapping.resolution_update(
+            "c1", "run_sql_readonly", {"columns": ["name", "n"], "rows": rows, "truncated": True}
+        )
+        .content[0]
+        .content.text
+    )
     assert shown.splitlines() == [
         "3 rows (truncated: the result has more)",
         "",
@@ -427,16 +431,24 @@ def test_data_results_are_markdown_tables_no_value_can_break() -> None:
         "| x\\\\ | NULL |",
     ]
     many = [{"v": i} for i in range(markdown.DATA_ROWS + 3)]
-    preview = mapping.resolution_update(
-        "c2", "preview_table", {"table": "t", "total_rows": 900, "columns": ["v"], "rows": many}
-    ).content[0].content.text
+    preview = (
+        mapping.resolution_update(
+            "c2", "preview_table", {"table": "t", "total_rows": 900, "columns": ["v"], "rows": many}
+        )
+        .content[0]
+        .content.text
+    )
     assert preview.startswith(f"t: first {len(many)} of 900 rows\n\n| v |\n|---:|\n| 0 |")
     assert preview.endswith("\n\n… and 3 more rows.")
-    values = mapping.resolution_update(
-        "c3",
-        "lookup_values",
-        {"column": "status", "distinct_count": 2, "values": [{"value": "done", "count": 7}]},
-    ).content[0].content.text
+    values = (
+        mapping.resolution_update(
+            "c3",
+            "lookup_values",
+            {"column": "status", "distinct_count": 2, "values": [{"value": "done", "count": 7}]},
+        )
+        .content[0]
+        .content.text
+    )
     assert values == "2 distinct values of status\n\n| value | count |\n|---|---:|\n| done | 7 |"
 
 
