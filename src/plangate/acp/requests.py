@@ -33,7 +33,6 @@ from plangate.plan.record import PendingRequest, PlanRecord
 
 __all__ = [
     "IN_WORDS",
-    "KEEP_PLANNING_NOTE",
     "NO_ANSWER",
     "ToolCallFields",
     "elicited_words",
@@ -51,7 +50,6 @@ __all__ = [
     "words_prompt",
 ]
 
-KEEP_PLANNING_NOTE = "The user chose to keep planning."
 NO_ANSWER = "(no answer)"
 
 
@@ -202,7 +200,8 @@ def reply_for(
         if choice == "approve":
             return PlanSession.approve(request, content=content)
         if choice == "keep_planning":
-            return PlanSession.reject(request, note=KEEP_PLANNING_NOTE, content=content)
+            # No note: the user named no change (the model is told the plan was rejected).
+            return PlanSession.reject(request, note="", content=content)
     elif request.kind == "enter":
         if choice in ("enter", "no"):
             return PlanSession.confirm_enter(request, choice == "enter")

@@ -509,7 +509,7 @@ class _Starter:
         args = self.args
         console = Console()
         try:
-            model = resolve_model(args.model)
+            model = resolve_model(args.model, surface="terminal")
         except ValueError as exc:
             console.print(f"[red]{exc}[/]")
             return 2
