@@ -16,9 +16,12 @@ from acp.schema import (
     AgentPlanUpdate,
     AllowedOutcome,
     AvailableCommandsUpdate,
+    ClientCapabilities,
     ConfigOptionUpdate,
     CurrentModeUpdate,
     DeniedOutcome,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
     ToolCallStart,
     UserMessageChunk,
 )
@@ -31,6 +34,8 @@ from plangate.models.demo import OPTIONS
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
 from plangate.sandbox import sandbox_status
+
+FORMS = ClientCapabilities(elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()))
 
 
 @pytest.fixture
@@ -176,21 +181,34 @@ async def test_the_agent_asks_to_enter_plan_mode_and_the_editor_follows(
 async def test_keep_planning_rejects_then_the_revised_plan_is_approved(
     tmp_path: Path, workspace: Path, database_url: str
 ) -> None:
-    async with editor(tmp_path, workspace, database_url) as (client, conn):
+    async with editor(tmp_path, workspace, database_url, capabilities=FORMS) as (client, conn):
         await new_session(client, conn, workspace)
         await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
 
-        stop = await prompt(client, conn, "Fix the failing test", "0", "Keep planning", "Approve")
+        # Keep planning names no change, so the demo asks what should change.
+        change = "Also cover reserving exactly what is on hand"
+        client.elicited_answers.append({"text": change})
+        stop = await prompt(
+            client,
+            conn,
+            "Fix the failing test",
+            "0",
+            "Keep planning",
+            "Answer in my own words",
+            "Approve",
+        )
         assert stop == "end_turn"
 
-        first, second = (p[0] for p in client.permissions[1:])
+        first, asked, second = (p[0] for p in client.permissions[1:])
         assert first.title == "Approve plan (revision 1)"
+        assert asked.title == "What should change in the plan before I submit it again?"
         assert second.title == "Approve plan (revision 2)"
-        assert "Reviewer feedback" in second.raw_input["plan"]
+        assert f"3. {change}\n" in second.raw_input["plan"], "the answer is a step of the plan"
         [kept] = client.results(first.tool_call_id)
         assert kept.raw_output["status"] == "rejected"
+        assert kept.raw_output["reviewer_note"] is None
         assert kept.raw_output["plan"]["status"] == "drafting"
-        assert "keep planning" in kept.content[0].content.text.lower()
+        assert "kept planning" in kept.content[0].content.text.lower()
         assert client.modes() == ["plan", "default"]
         assert FIXED in (workspace / "inventory" / "stock.py").read_text()
 

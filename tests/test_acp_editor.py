@@ -272,20 +272,23 @@ async def test_an_open_approval_is_asked_again_after_a_cancel_and_after_load(
             "your next message."
         )
         start = len(client.updates)
-        assert await prompt(client, conn, "Go ahead", "Approve", "No") == "end_turn"
-        # The approved plan is implemented and its todos are done, so "Go ahead" reads as a
-        # new task: the demo asks to plan it, and the editor declines.
-        (again, _, asked_at), (entry, _, _) = client.permissions[3:]
-        assert entry.title.startswith("Enter Plan Mode")
+        assert await prompt(client, conn, "Go ahead", "Approve") == "end_turn"
+        [(again, _, asked_at)] = client.permissions[3:]
         assert again.tool_call_id == approval.tool_call_id
         before_asking = client.updates[start:asked_at]
         assert [type(u).__name__ for u in before_asking] == ["ToolCallStart"], "no model call"
         [approved] = client.results(approval.tool_call_id)
         assert approved.raw_output["status"] == "approved"
-        # The message follows the resumed run: the demo answers it after implementing.
+        # The message follows the resumed run. The step saved in the plan file is not one
+        # the demo can do: it says so rather than ticking it, and the plan stays open.
         text = client.text(asked_at)
         assert "Approved. Implementing." in text
+        assert "Not done: “An edit saved before the cancel”" in text
+        assert "The approved plan is still open" in text
+        assert not plan_file.exists()
         assert FIXED in (workspace / "inventory" / "stock.py").read_text()
+    record = await (await open_session(workspace, database_url, client.session_id)).record()
+    assert record.content.endswith("3. An edit saved before the cancel\n"), "kept across load"
 
 
 async def test_a_run_failed_by_protocol_governance_ends_as_a_refusal(

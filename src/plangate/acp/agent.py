@@ -563,11 +563,11 @@ class PlangateAgent:
             record = await live.session.record()
             shown = requests.shown_plan(request, record) if request.kind == "exit" else None
             plan_file = live.plan_file
-            if shown is not None and (
-                live.plan_file_for != request.approval_id or not plan_file.path.exists()
-            ):
-                # Asked again (after a cancel), the file keeps the user's saved edits.
-                live.plan_file_for = request.approval_id if plan_file.write(shown) else None
+            if shown is not None:
+                # Asked again (after a cancel or a load), the file keeps the user's edits.
+                kept = plan_file.belongs_to(request.approval_id)
+                written = kept or plan_file.write(shown, request.approval_id)
+                live.plan_file_for = request.approval_id if written else None
             fields = requests.request_tool_call(
                 request, record, plan_file.path if live.plan_file_for else None
             )
