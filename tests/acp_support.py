@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
@@ -23,6 +24,8 @@ from acp.schema import (
     CurrentModeUpdate,
     DeclineElicitationResponse,
     DeniedOutcome,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
     PermissionOption,
     RequestPermissionResponse,
     ToolCallProgress,
@@ -37,9 +40,19 @@ from plangate.agent.coding_agent import build_coding_agent
 from plangate.models.demo import DemoModel
 
 FIXED = "        if quantity > on_hand:\n"
+FORMS = ClientCapabilities(elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()))
+"""An editor that shows forms (free-text answers come through elicitation)."""
 CANCEL = "<cancel>"
 DECLINE = "<decline>"
 TESTS = Path(__file__).parent
+
+
+@pytest.fixture
+def sqlite_database_url(tmp_path: Path) -> str:
+    """The store of an ACP test: SQLite only (each test spawns an agent process; the
+    PostgreSQL store is covered by the host tests). A test module takes it as its
+    ``database_url`` with ``database_url = sqlite_database_url``."""
+    return f"sqlite:///{tmp_path / 'plangate.db'}"
 
 
 class EditorClient:
@@ -218,6 +231,12 @@ async def new_session(
     response = await conn.new_session(cwd=str(cwd), mcp_servers=mcp_servers or [])
     client.session_id = response.session_id
     return response
+
+
+async def planning_session(client: EditorClient, conn: Any, cwd: Path) -> None:
+    """A new session with Plan Mode selected, as an editor's mode picker does."""
+    await new_session(client, conn, cwd)
+    await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
 
 
 def open_session(workspace: Path, database_url: str, session_id: str) -> Any:

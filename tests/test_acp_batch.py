@@ -8,25 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp.schema import (
-    ClientCapabilities,
-    ElicitationCapabilities,
-    ElicitationFormCapabilities,
-)
 
-from acp_support import CANCEL, editor, new_session, open_session, prompt, script
-from plangate.agent.workspace import copy_sample_workspace
+from acp_support import (
+    CANCEL,
+    FORMS,
+    editor,
+    new_session,
+    open_session,
+    planning_session,
+    prompt,
+    script,
+    sqlite_database_url,
+)
 from plangate.plan import PlanStatus
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return copy_sample_workspace(tmp_path / "ws")
-
-
-@pytest.fixture
-def database_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'plangate.db'}"
+database_url = sqlite_database_url
 
 
 def ask(question: str, *options: str) -> dict[str, Any]:
@@ -38,7 +34,6 @@ def ask(question: str, *options: str) -> dict[str, Any]:
 
 TWO_QUESTIONS = [ask("Which database?", "PostgreSQL", "SQLite"), ask("Which port?")]
 ECHO = [{"echo": "resumed with "}]
-FORMS = ClientCapabilities(elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()))
 
 
 def replies_sent(stored: Any) -> list[list[str]]:
@@ -64,8 +59,7 @@ async def test_two_questions_in_one_step_are_each_asked_once_then_resumed_togeth
         client,
         conn,
     ):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
         client.elicited_answers.append({"text": "5432"})
         stop = await prompt(client, conn, "add persistence", "PostgreSQL", "Answer in my own words")
         assert stop == "end_turn"
@@ -108,8 +102,7 @@ async def test_a_question_beside_the_plan_submission_then_the_approval(
         ECHO,
     )
     async with editor(tmp_path, workspace, database_url, *model) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
         stop = await prompt(client, conn, "add persistence", "SQLite", "Approve")
         assert stop == "end_turn"
 
@@ -134,8 +127,7 @@ async def test_a_cancel_mid_batch_keeps_the_answer_given_and_asks_only_the_rest(
 ) -> None:
     first_run = script(tmp_path, "first", TWO_QUESTIONS)
     async with editor(tmp_path, workspace, database_url, *first_run) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
         assert await prompt(client, conn, "add persistence", "SQLite", CANCEL) == "cancelled"
         (first, _, _), (second, _, _) = client.permissions
         [answered] = client.results(first.tool_call_id)
@@ -155,7 +147,10 @@ async def test_a_cancel_mid_batch_keeps_the_answer_given_and_asks_only_the_rest(
     async with editor(tmp_path, workspace, database_url, *resumed) as (client, conn):
         await conn.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
         client.session_id = session.session_id
-        assert "is open: it is asked again" in client.text()
+        assert client.text().endswith(
+            "The question “Which port?” is still open: it is asked again when you send your "
+            "next message."
+        )
         start = len(client.updates)
         assert await prompt(client, conn, "go on", "Skip") == "end_turn"
         [(asked, _, _)] = client.permissions

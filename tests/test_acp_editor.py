@@ -35,7 +35,9 @@ from acp_support import (
     editor,
     new_session,
     open_session,
+    planning_session,
     prompt,
+    sqlite_database_url,
 )
 from plangate.acp import mapping, markdown, requests
 from plangate.acp.commands import Command, parse_command
@@ -46,15 +48,7 @@ from plangate.models.demo import QUESTION
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return copy_sample_workspace(tmp_path / "ws")
-
-
-@pytest.fixture
-def database_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'plangate.db'}"
+database_url = sqlite_database_url
 
 
 async def test_garbage_lines_get_json_rpc_errors_and_the_agent_keeps_serving(
@@ -182,8 +176,7 @@ async def test_own_words_and_an_edited_plan_file_are_the_bound_replies(
         elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
     )
     async with editor(tmp_path, workspace, database_url, capabilities=forms) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
         answer = "Raise an error and log the refused quantity"
         # The question is answered in a form; the rejection note form is closed, so the
         # note comes as the next message.
@@ -244,8 +237,7 @@ async def test_an_open_approval_is_asked_again_after_a_cancel_and_after_load(
     tmp_path: Path, workspace: Path, database_url: str
 ) -> None:
     async with editor(tmp_path, workspace, database_url) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
         assert await prompt(client, conn, "Fix the failing test", "0", CANCEL) == "cancelled"
         [(approval, _, _)] = client.permissions[1:]
         plan_file = Path(approval.locations[0].path)
@@ -503,3 +495,7 @@ def test_own_words_replies_are_bound_to_the_request_that_was_shown() -> None:
     with pytest.raises(ValueError, match="was not offered"):
         requests.reply_for(approval, AllowedOutcome(outcome="selected", option_id="in_words"))
     assert "your answer to “Which?”" in requests.next_message_notice(question)
+    assert requests.reask_notice([question, approval]) == (
+        "2 requests are still open (the question “Which?”; the approval of plan revision 2): "
+        "they are asked again, in turn, when you send your next message."
+    )

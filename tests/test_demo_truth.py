@@ -14,7 +14,6 @@ from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.todos import todos_state_key
-from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.config import resolve_model
 from plangate.models.demo import (
     FIX_STEP,
@@ -28,11 +27,6 @@ from plangate.plan.record import PendingRequest
 
 Decide = Callable[[PendingRequest], types.Content]
 ADDED = "Note the fix in CHANGELOG.md"
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return copy_sample_workspace(tmp_path / "ws")
 
 
 async def open_demo(tmp_path: Path, workspace: Path, surface: str | None = None) -> PlanSession:

@@ -272,7 +272,7 @@ class PlangateAgent:
             await self._send(live, mapping.plan_update(live.entries))
         pending = await live.session.pending()
         if pending:
-            await self._say(live, requests.reask_notice(pending[0]))
+            await self._say(live, requests.reask_notice(pending))
 
     def _workspace_for(self, cwd: str) -> Path:
         if self.workspace is not None:
