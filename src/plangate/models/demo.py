@@ -149,16 +149,19 @@ def _next_step(request: LlmRequest, retry_hint: str = _RETRY_HINT) -> list[types
     if name == "Glob":
         return [_call("Read", path="inventory/stock.py")]
     if name == "Read":
-        if FIX["old_string"].strip() not in str(result.get("content", "")):
-            return [
-                _say(
-                    "The guard in `inventory/stock.py` is not the off-by-one this demo fixes "
-                    "(the fix may already be in this workspace), so there is nothing for me "
-                    "to plan here. Start from a fresh copy of the sample project to see the "
-                    "whole flow."
-                )
-            ]
-        return [_call("Bash", command="grep -n 'on_hand' inventory/stock.py")]
+        grep = _call("Bash", command="grep -n 'on_hand' inventory/stock.py")
+        if FIX["old_string"].strip() in str(result.get("content", "")):
+            return [grep]
+        # Said up front: the walk-through goes on to show the gate, but the fix will find
+        # nothing to change (a workspace shared with an earlier conversation, say).
+        return [
+            _say(
+                "The guard in `inventory/stock.py` is already fixed in this workspace (it may "
+                "be shared with an earlier conversation). I will still walk through the "
+                "planned path to show the gate, but the fix will have nothing to change."
+            ),
+            grep,
+        ]
     if name == "Bash" and planning:
         return [
             _say("Found it: the guard is off by one. Trying the fix right away to show the gate:"),
