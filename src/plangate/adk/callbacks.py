@@ -9,6 +9,7 @@ from typing import Any
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
+from plangate.adk.capability import check_capability
 from plangate.adk.replies import apply_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope, scope_of
@@ -25,7 +26,7 @@ from plangate.plan.replies import ReplyError, ReplyErrorCode, match_reply
 from plangate.plan.session_state import PlanSessionState
 from plangate.plan.transitions import ReplyIgnored, Transition
 from plangate.policy.effects import Effect, effect_of, is_contained
-from plangate.sandbox import Profile, sandbox_status, set_profile
+from plangate.sandbox import Profile, sandbox_status, set_profile, set_scope
 from plangate.store.store import Conflict
 
 __all__ = ["make_before_model", "make_gate"]
@@ -48,8 +49,10 @@ def make_gate(runtime: PlanRuntime) -> Any:
         )
         effect = effect_of(tool)
         planning = loaded.unreadable is not None or bool(record and record.is_gate_active())
-        # The profile of any process this call starts follows the plan state read just now.
+        # The profile of any process this call starts follows the plan state read just now,
+        # and so do the paths it may write (the approved plan's scope).
         set_profile(Profile.PLANNING if planning else Profile.ACTING)
+        set_scope(record.scope if record is not None and record.is_being_implemented() else None)
         contained = effect is Effect.SHELL and planning and await _sandboxed(tool)
         decision = decide(
             ToolCall(tool.name, args or {}, effect, contained),
@@ -60,7 +63,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
             selection_active=selection_active,
         )
         if decision.allowed:
-            return None
+            return await check_capability(runtime, loaded, tool, args or {}, tool_context)
         await runtime.journal(
             scope,
             JournalEvent(
@@ -353,6 +356,8 @@ def _canonicalise_replies(
                 continue
             resolution = state.resolutions.get(call_id)
             ignored = state.ignored.get(call_id)
+            if resolution is not None and resolution.decides_call:
+                continue  # the call ran (or was refused) itself; its own result stands
             if (
                 resolution is not None
                 and call_id not in seen
