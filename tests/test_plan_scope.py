@@ -218,9 +218,7 @@ async def test_ask_each_edit_pauses_every_write_with_its_diff(tmp_path: Path) ->
     harness, model, session, workspace = await _planned(tmp_path)
     original = (workspace / "inventory" / "stock.py").read_text()
     first_line = original.splitlines()[0]
-    model.add(
-        [call("Edit", path="inventory/stock.py", old_string=first_line, new_string="# new")]
-    )
+    model.add([call("Edit", path="inventory/stock.py", old_string=first_line, new_string="# new")])
     await _approve(harness, session, permission="ask_each_edit")
     (request,) = await session.pending()
     assert request.kind == "edit"
