@@ -32,7 +32,13 @@ from plangate.plan.transitions import Transition
 from plangate.policy.command_split import split_commands
 from plangate.policy.effects import Effect, effect_of, write_path_of
 
-__all__ = ["CONFIRMATION_CALL", "check_capability", "confirmation_reply"]
+__all__ = [
+    "CONFIRMATION_CALL",
+    "ask_for_call",
+    "check_capability",
+    "confirmation_reply",
+    "read_only_hint",
+]
 
 CONFIRMATION_CALL = "adk_request_confirmation"
 _DIFF_MAX_BYTES = 1024 * 1024
@@ -64,7 +70,64 @@ async def check_capability(
         kind, asked = "edit", Scope(write=wants.paths)
     else:
         return None
-    if not call_id:
+    return await _pause(
+        runtime,
+        tool_context,
+        tool.name,
+        kind,
+        asked,
+        target=target,
+        diff=diff if kind == "edit" or wants.paths else None,
+    )
+
+
+async def ask_for_call(
+    runtime: PlanRuntime, loaded: Loaded, tool: Any, tool_context: Any, reason: str
+) -> dict[str, Any] | None:
+    """A call the policy file says to ask for: None once the user allowed it; otherwise
+    the pause, or the user's refusal."""
+    state = loaded.state
+    call_id = getattr(tool_context, "function_call_id", None) or ""
+    resolution = state.resolutions.get(call_id)
+    if resolution is not None and resolution.decides_call:
+        return None if resolution.result.get("status") == "approved" else resolution.result
+    pending = state.record.pending_for(call_id) if state.record is not None else None
+    if pending is not None:
+        return _waiting(pending.payload)
+    if state.record is None:
+        return {
+            "error": f"POLICY_ASK: calling {tool.name} needs the user's approval ({reason}), "
+            "and without a plan there is nowhere to ask; ask the user in plain text."
+        }
+    hint = read_only_hint(tool)
+    if hint:
+        reason += (
+            "; its server marks it read-only (readOnlyHint), which plangate shows but "
+            "does not trust by itself"
+        )
+    return await _pause(runtime, tool_context, tool.name, "tool", Scope(), reason=reason)
+
+
+def read_only_hint(tool: Any) -> bool:
+    """Whether an MCP tool's server annotated it ``readOnlyHint`` (shown, never trusted)."""
+    annotations = getattr(getattr(tool, "_mcp_tool", None), "annotations", None)
+    return bool(getattr(annotations, "readOnlyHint", False))
+
+
+async def _pause(
+    runtime: PlanRuntime,
+    tool_context: Any,
+    tool_name: str,
+    kind: str,
+    asked: Scope,
+    *,
+    target: str = "",
+    diff: str | None = None,
+    reason: str = "",
+) -> dict[str, Any]:
+    """Open the request and pause the call with ADK's tool confirmation."""
+    call_id = getattr(tool_context, "function_call_id", None) or ""
+    if not call_id or not isinstance(tool_context, ToolContext):
         return {"error": "INVALID_STATE: this call has no id, so it cannot wait for the user"}
     from plangate.adk.tools import _apply  # the same locked compare-and-set as plan tools
 
@@ -75,18 +138,18 @@ async def check_capability(
             current,
             kind=kind,  # type: ignore[arg-type]
             call_id=call_id,
-            tool_name=tool.name,
+            tool_name=tool_name,
             wants=asked,
             now=runtime.now(),
             target=target,
-            diff=diff if kind == "edit" or wants.paths else None,
+            diff=diff,
+            reason=reason,
         ),
         paused=True,
     )
     if not isinstance(applied, Transition):
         return applied
     payload = applied.result
-    assert isinstance(tool_context, ToolContext)
     tool_context.request_confirmation(
         hint=payload["message"],
         payload={"plangate": kind, "approval_id": payload["approval_id"]},

@@ -9,6 +9,7 @@ in force when it paused:
   was and tells the model why.
 - ``edit`` -- under the ``ask_each_edit`` permission every file write waits, with its
   diff. Approving lets that one write run; the scope does not change.
+- ``tool`` -- a call the policy file says to ask for; approving lets that one call run.
 
 Pure, like :mod:`plangate.plan.transitions`.
 """
@@ -32,23 +33,31 @@ from plangate.plan.transitions import (
     _note,
 )
 
-__all__ = ["AMENDMENT_REFUSED", "EDIT_REFUSED", "request_amendment", "resolve_amendment"]
+__all__ = [
+    "AMENDMENT_REFUSED",
+    "EDIT_REFUSED",
+    "TOOL_REFUSED",
+    "request_amendment",
+    "resolve_amendment",
+]
 
 AMENDMENT_REFUSED = "SCOPE_AMENDMENT_REFUSED"
 EDIT_REFUSED = "EDIT_REFUSED"
+TOOL_REFUSED = "TOOL_CALL_REFUSED"
 MAX_DIFF_CHARS = 20_000
 
 
 def request_amendment(
     record: PlanRecord | None,
     *,
-    kind: Literal["amendment", "edit"],
+    kind: Literal["amendment", "edit", "tool"],
     call_id: str,
     tool_name: str,
     wants: Scope,
     now: float,
     target: str = "",
     diff: str | None = None,
+    reason: str = "",
     approval_id: str | None = None,
 ) -> Transition:
     """Open an amendment (or edit review) for the call ``call_id``; the run pauses.
@@ -56,7 +65,7 @@ def request_amendment(
     ``wants`` is what the call needs beyond the scope (for ``edit``: the file it writes);
     ``target`` names the call for a human (``Write inventory/stock.py``).
     """
-    if record is None or not record.is_being_implemented():
+    if record is None or (kind != "tool" and not record.is_being_implemented()):
         raise PlanError("INVALID_STATE", "amendments apply to an approved plan only")
     if record.pending_for(call_id) is not None:
         raise PlanError("INVALID_STATE", f"call {call_id!r} is already waiting for the user")
@@ -67,10 +76,14 @@ def request_amendment(
         title = "Amend the plan's scope?"
         message = f"The agent also wants to {wants.asks()} ({target or tool_name})."
         status = "pending_amendment"
-    else:
+    elif kind == "edit":
         title = "Review this edit?"
         message = f"The agent wants to {wants.asks()} ({target or tool_name})."
         status = "pending_edit"
+    else:
+        title = "Allow this tool call?"
+        message = f"The agent wants to call `{tool_name}`: {reason or 'the policy asks'}."
+        status = "pending_tool"
     payload: dict[str, Any] = {
         "status": status,
         "title": title,
@@ -140,7 +153,7 @@ def resolve_amendment(
             updated.scope = widened
             _add_revision(updated, author="reviewer", now=now)
     if approved:
-        what = "amendment" if pending.kind == "amendment" else "edit"
+        what = {"amendment": "amendment", "edit": "edit", "tool": "tool call"}[pending.kind]
         result: dict[str, Any] = {
             "status": "approved",
             "message": f"The user approved the {what}; the call ran.",
@@ -148,12 +161,18 @@ def resolve_amendment(
         if pending.kind == "amendment" and updated.scope is not None:
             result["scope_summary"] = updated.scope.summary()
     else:
-        code = AMENDMENT_REFUSED if pending.kind == "amendment" else EDIT_REFUSED
-        asked = wants.asks()
-        message = (
-            f"{code}: the user refused to let the plan {asked}; nothing was changed. "
-            "Stay within the approved scope, or explain why you need it and ask the user."
-        )
+        if pending.kind == "tool":
+            message = (
+                f"{TOOL_REFUSED}: the user refused the call to {pending.tool_name}; it did not "
+                "run. Do without it, or explain why you need it and ask the user."
+            )
+        else:
+            code = AMENDMENT_REFUSED if pending.kind == "amendment" else EDIT_REFUSED
+            message = (
+                f"{code}: the user refused to let the plan {wants.asks()}; nothing was "
+                "changed. Stay within the approved scope, or explain why you need it and "
+                "ask the user."
+            )
         if note:
             message += f" Reviewer note: {note}"
         result = {"status": "rejected", "error": message, "reviewer_note": note}

@@ -75,9 +75,10 @@ class PlanQuestion(_Model):
 class PendingRequest(_Model):
     """A human-in-the-loop request the run is paused on, keyed by its function-call id."""
 
-    kind: Literal["enter", "exit", "question", "amendment", "edit"]
+    kind: Literal["enter", "exit", "question", "amendment", "edit", "tool"]
     """``amendment``: an approved plan's call needs more than its scope; ``edit``: a file
-    write waiting for the human under the ``ask_each_edit`` permission."""
+    write waiting for the human under the ``ask_each_edit`` permission; ``tool``: a call
+    the policy file says to ask for."""
     call_id: str
     approval_id: str
     tool_name: str
@@ -102,7 +103,7 @@ class ApprovalEvent(_Model):
     """One applied human decision: who decided what about which revision, and when."""
 
     approval_id: str
-    kind: Literal["enter", "exit", "question", "exit_mode", "amendment", "edit"]
+    kind: Literal["enter", "exit", "question", "exit_mode", "amendment", "edit", "tool"]
     decision: Literal["approved", "rejected", "answered", "cancelled", "withdrawn"]
     actor: str
     decided_at: float

@@ -78,7 +78,7 @@ class PlanSessionState(BaseModel):
         before = self.record
         names = {p.call_id: p.tool_name for p in before.pending} if before else {}
         gating = (
-            {p.call_id for p in before.pending if p.kind in ("amendment", "edit")}
+            {p.call_id for p in before.pending if p.kind in ("amendment", "edit", "tool")}
             if before
             else set()
         )

@@ -537,7 +537,7 @@ def apply_reply(
     _check_binding(pending, response)
     if pending.kind == "enter":
         return _resolve_enter(record, pending, response, now=now, actor=actor)
-    if pending.kind in ("amendment", "edit"):
+    if pending.kind in ("amendment", "edit", "tool"):
         from plangate.plan.amendments import resolve_amendment
 
         return resolve_amendment(record, pending, response, now=now, actor=actor)
@@ -943,4 +943,5 @@ def _request_noun(request: PendingRequest) -> str:
         "exit": "approval request",
         "amendment": "amendment request",
         "edit": "edit review",
+        "tool": "tool call review",
     }[request.kind]

@@ -36,6 +36,8 @@ class Effect(StrEnum):
     """Changes files, records or any other state outside the conversation."""
     SHELL = "shell"
     """Runs a shell command; read-only only when a parser proves the command is."""
+    NETWORK = "network"
+    """Reaches other machines (an API, a download, a push)."""
     SPAWN = "spawn"
     """Starts a sub-agent; as safe as the tools that sub-agent gets."""
 
