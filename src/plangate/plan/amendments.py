@@ -25,12 +25,12 @@ from plangate.plan.transitions import (
     PlanError,
     ReplyIgnored,
     Transition,
-    _add_revision,
-    _consume,
-    _decided,
-    _edited_scope,
-    _event,
-    _note,
+    add_revision,
+    consume,
+    decided,
+    edited_scope,
+    journal_event,
+    reviewer_note,
 )
 
 __all__ = [
@@ -115,7 +115,7 @@ def request_amendment(
             created_at=now,
         )
     )
-    event = _event(
+    event = journal_event(
         updated,
         record.status,
         actor="model",
@@ -139,19 +139,19 @@ def resolve_amendment(
     actor: str,
 ) -> Transition:
     """Apply the human's decision on an amendment or edit review (already bound)."""
-    note = _note(pending, response)
-    edited_scope = _edited_scope(response) if pending.kind == "amendment" else None
+    note = reviewer_note(pending, response)
+    new_scope = edited_scope(response) if pending.kind == "amendment" else None
     if pending.kind == "edit" and response.get("scope") is not None:
         raise ReplyIgnored("an edit review takes no scope; approve or reject the edit")
     wants = Scope.model_validate(pending.payload.get("wants") or {})
-    updated = _consume(record, pending, now)
+    updated = consume(record, pending, now)
     approved = response["status"] == "approved"
     if approved and pending.kind == "amendment":
         base = updated.scope or Scope()
-        widened = edited_scope if edited_scope is not None else base.union(wants)
+        widened = new_scope if new_scope is not None else base.union(wants)
         if widened != updated.scope:
             updated.scope = widened
-            _add_revision(updated, author="reviewer", now=now)
+            add_revision(updated, author="reviewer", now=now)
     if approved:
         what = {"amendment": "amendment", "edit": "edit", "tool": "tool call"}[pending.kind]
         result: dict[str, Any] = {
@@ -176,7 +176,7 @@ def resolve_amendment(
         if note:
             message += f" Reviewer note: {note}"
         result = {"status": "rejected", "error": message, "reviewer_note": note}
-    return _decided(
+    return decided(
         record,
         updated,
         pending,

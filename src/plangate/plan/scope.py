@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
 
@@ -154,11 +154,13 @@ class Scope(BaseModel):
                 ]
             else:
                 commands.append(wants.command.strip())
-        return Scope(write=paths, commands=commands, network=wants.network and not self.network)
+        return Scope(
+            write=tuple(paths), commands=tuple(commands), network=wants.network and not self.network
+        )
 
     def summary(self) -> str:
         """One line for a human: what approving this scope grants."""
-        parts = []
+        parts: list[str] = []
         if self.write:
             parts.append("write " + _listed(self.write))
         if self.commands:
@@ -170,7 +172,7 @@ class Scope(BaseModel):
 
     def asks(self) -> str:
         """One line naming what an amendment asks for ("write `a`; run `b`")."""
-        parts = []
+        parts: list[str] = []
         if self.write:
             parts.append("write " + _listed(self.write))
         if self.commands:
@@ -199,11 +201,13 @@ def _strings(value: Any, name: str) -> list[str]:
         value = [value]
     if not isinstance(value, list | tuple):
         raise ValueError(f"'{name}' must be a list of strings")
-    if len(value) > MAX_ENTRIES:
+    items = cast("list[object]", list(value))  # pyright: ignore[reportUnknownArgumentType]
+    if len(items) > MAX_ENTRIES:
         raise ValueError(f"'{name}' has more than {MAX_ENTRIES} entries")
-    if not all(isinstance(v, str) for v in value):
+    strings = [v for v in items if isinstance(v, str)]
+    if len(strings) != len(items):
         raise ValueError(f"'{name}' must be a list of strings")
-    return list(value)
+    return strings
 
 
 def _words(entry: str) -> tuple[str, ...]:
@@ -288,7 +292,8 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def _segment(part: str) -> str:
-    out, i = [], 0
+    out: list[str] = []
+    i = 0
     while i < len(part):
         c = part[i]
         if c == "*":

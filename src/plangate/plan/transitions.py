@@ -945,3 +945,12 @@ def _request_noun(request: PendingRequest) -> str:
         "edit": "edit review",
         "tool": "tool call review",
     }[request.kind]
+
+
+# Shared with plangate.plan.amendments, which resolves its requests the same way.
+add_revision = _add_revision
+consume = _consume
+decided = _decided
+edited_scope = _edited_scope
+journal_event = _event
+reviewer_note = _note
