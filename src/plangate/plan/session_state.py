@@ -77,7 +77,7 @@ class PlanSessionState(BaseModel):
         """Take ``transition``'s record and remember the calls it resolved."""
         before = self.record
         names = {p.call_id: p.tool_name for p in before.pending} if before else {}
-        gating = (
+        gating: set[str] = (
             {p.call_id for p in before.pending if p.kind in ("amendment", "edit", "tool")}
             if before
             else set()

@@ -314,7 +314,7 @@ def update_content(
     )
 
 
-def _add_revision(record: PlanRecord, *, author: str, now: float) -> None:
+def _add_revision(record: PlanRecord, *, author: Literal["model", "reviewer"], now: float) -> None:
     record.revisions.append(
         Revision(
             number=len(record.revisions) + 1,
@@ -769,7 +769,7 @@ def _resolve_exit(
     if response["status"] == "approved":
         content_changed = edited is not None and edited != updated.content
         scope_changed = edited_scope is not None and edited_scope != updated.scope
-        if content_changed:
+        if edited is not None and content_changed:
             updated.content = edited
         if scope_changed:
             updated.scope = edited_scope
