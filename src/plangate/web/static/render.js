@@ -53,6 +53,18 @@
     }
   });
 
+  // Column alignment as a class: the CSP forbids style attributes (even in inert markup
+  // DOMPurify parses, Chromium reports them).
+  md.core.ruler.push("plangate_align", (state) => {
+    for (const token of state.tokens) {
+      const style = token.attrGet && token.attrGet("style");
+      const align = style && style.match(/text-align:(left|right|center)/);
+      if (!style) continue;
+      token.attrs = token.attrs.filter(([name]) => name !== "style");
+      if (align) token.attrJoin("class", `align-${align[1]}`);
+    }
+  });
+
   // An image from model text becomes a link: the page loads nothing from elsewhere.
   md.renderer.rules.image = (tokens, idx) => {
     const token = tokens[idx];
@@ -375,12 +387,12 @@
 
   function tableOf(columns, rows, kinds, label) {
     const body = el("tbody");
-    const row = (r) =>
-      el(
-        "tr",
-        {},
-        columns.map((c, i) => el("td", { class: kinds[i] === "number" ? "num" : null, text: r[c] === null || r[c] === undefined ? "" : typeof r[c] === "object" ? JSON.stringify(r[c]) : String(r[c]) }))
-      );
+    const cell = (value) => {
+      if (value === null || value === undefined) return "";
+      if (typeof value === "number") return value.toLocaleString(undefined, { maximumFractionDigits: 6 });
+      return typeof value === "object" ? JSON.stringify(value) : String(value);
+    };
+    const row = (r) => el("tr", {}, columns.map((c, i) => el("td", { class: kinds[i] === "number" ? "num" : null, text: cell(r[c]) })));
     body.append(...rows.slice(0, TABLE_ROWS).map(row));
     const table = el("table", { class: "result-table" }, el("thead", {}, el("tr", {}, columns.map((c) => el("th", { scope: "col", text: c })))), body);
     // A focusable box: wide results scroll sideways here, never the page.
