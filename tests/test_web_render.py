@@ -99,7 +99,9 @@ class Page:
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
         self.page.on(
             "console",
-            lambda m: m.type == "error" and "status of 404" not in m.text and self.errors.append(m.text),
+            lambda m: (
+                m.type == "error" and "status of 404" not in m.text and self.errors.append(m.text)
+            ),
         )
 
 
