@@ -36,6 +36,7 @@ def add_journal_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run_export(args: argparse.Namespace) -> int:
     from plangate.journal.export import ExportFilter, parse_time
 
+    parser: argparse.ArgumentParser = args.parser
     try:
         selection = ExportFilter(
             session=args.session,
@@ -44,14 +45,14 @@ def run_export(args: argparse.Namespace) -> int:
             until=parse_time(args.until) if args.until is not None else None,
         )
     except ValueError as exc:
-        args.parser.error(str(exc))
+        parser.error(str(exc))
     if args.output is None:
         return asyncio.run(_write(args.database_url, selection, sys.stdout))
     try:
         with open(args.output, "w", encoding="utf-8") as out:
             return asyncio.run(_write(args.database_url, selection, out))
     except OSError as exc:
-        args.parser.error(f"cannot write {args.output}: {exc.strerror}")
+        parser.error(f"cannot write {args.output}: {exc.strerror}")
 
 
 async def _write(database_url: str | None, selection: Any, out: TextIO) -> int:

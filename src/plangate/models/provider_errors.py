@@ -57,10 +57,10 @@ def _unreached(exc: BaseException) -> bool:
     if isinstance(exc, httpx.TransportError | OSError | TimeoutError):
         return True
     try:
-        import litellm
+        from litellm.exceptions import APIConnectionError, Timeout
     except ImportError:
         return False
-    return isinstance(exc, litellm.APIConnectionError | litellm.Timeout)
+    return isinstance(exc, APIConnectionError | Timeout)
 
 
 def classify_failure(exc: BaseException) -> ProviderFailure | None:
