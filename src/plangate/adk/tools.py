@@ -14,6 +14,7 @@ from google.adk.tools.base_toolset import BaseToolset
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 
+from plangate.adk.call_order import in_call_order
 from plangate.adk.contract import refresh_tools_every_step
 from plangate.adk.replies import record_replies
 from plangate.adk.runtime import PlanRuntime
@@ -74,22 +75,23 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         """
         options = runtime.options
         key = options.force_enter_plan_state_key
-        if key and tool_context.state.get(key) == options.force_enter_plan_state_value:
-            return {
-                "error": "PLAN_MODE_GATE: the user selected Plan Mode in the UI, so entry is "
-                "automatic; start exploring with read-only tools instead"
-            }
-        return await _pausing(
-            runtime,
-            tool_context,
-            lambda record: transitions.request_enter(
-                record,
-                objective=objective,
-                call_id=_call_id(tool_context),
-                now=runtime.now(),
-                branch=runtime.branch,
-            ),
-        )
+        async with in_call_order(tool_context):
+            if key and tool_context.state.get(key) == options.force_enter_plan_state_value:
+                return {
+                    "error": "PLAN_MODE_GATE: the user selected Plan Mode in the UI, so entry "
+                    "is automatic; start exploring with read-only tools instead"
+                }
+            return await _pausing(
+                runtime,
+                tool_context,
+                lambda record: transitions.request_enter(
+                    record,
+                    objective=objective,
+                    call_id=_call_id(tool_context),
+                    now=runtime.now(),
+                    branch=runtime.branch,
+                ),
+            )
 
     async def update_plan_content(
         tool_context: ToolContext,
@@ -112,20 +114,21 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
                 "write" takes workspace-relative paths or globs ("src/**/*.py",
                 "docs/" for a folder); "commands" takes command prefixes.
         """
-        applied = await _apply(
-            runtime,
-            tool_context,
-            lambda record: transitions.update_content(
-                record, content=content, mode=mode, now=runtime.now(), scope=scope
-            ),
-        )
-        if not isinstance(applied, Transition):
-            return applied
-        # Carried by this call's result event, so a UI streaming the run sees the draft
-        # grow; when a plan call of the same step commits later, the runner plugin
-        # brings the value level with the store as the event is appended.
-        tool_context.state[runtime.state_key] = applied.record.dump()
-        return applied.result
+        async with in_call_order(tool_context):
+            applied = await _apply(
+                runtime,
+                tool_context,
+                lambda record: transitions.update_content(
+                    record, content=content, mode=mode, now=runtime.now(), scope=scope
+                ),
+            )
+            if not isinstance(applied, Transition):
+                return applied
+            # Carried by this call's result event, so a UI streaming the run sees the
+            # draft grow; when a plan call of the same step commits later, the runner
+            # plugin brings the value level with the store as the event is appended.
+            tool_context.state[runtime.state_key] = applied.record.dump()
+            return applied.result
 
     async def exit_plan_mode(
         tool_context: ToolContext, summary: str | None = None
@@ -138,13 +141,14 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         Args:
             summary: A one-line summary for the reviewer.
         """
-        return await _pausing(
-            runtime,
-            tool_context,
-            lambda record: transitions.request_exit(
-                record, summary=summary, call_id=_call_id(tool_context), now=runtime.now()
-            ),
-        )
+        async with in_call_order(tool_context):
+            return await _pausing(
+                runtime,
+                tool_context,
+                lambda record: transitions.request_exit(
+                    record, summary=summary, call_id=_call_id(tool_context), now=runtime.now()
+                ),
+            )
 
     async def ask_user_question(
         question: str, tool_context: ToolContext, options: list[str] | None = None
@@ -155,17 +159,18 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
             question: The question.
             options: Suggested answers, if there are natural choices.
         """
-        return await _pausing(
-            runtime,
-            tool_context,
-            lambda record: transitions.ask_question(
-                record,
-                question=question,
-                options=options,
-                call_id=_call_id(tool_context),
-                now=runtime.now(),
-            ),
-        )
+        async with in_call_order(tool_context):
+            return await _pausing(
+                runtime,
+                tool_context,
+                lambda record: transitions.ask_question(
+                    record,
+                    question=question,
+                    options=options,
+                    call_id=_call_id(tool_context),
+                    now=runtime.now(),
+                ),
+            )
 
     return [
         LongRunningFunctionTool(enter_plan_mode),
