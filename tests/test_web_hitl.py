@@ -130,6 +130,9 @@ async def ask_two(web: Web) -> list[dict]:
     web.model.add(list(TWO_QUESTIONS))
     asked = interrupts(await web.say("add persistence", mode="plan"))
     assert [i["message"] for i in asked] == ["Which database?", "Which port?"]
+    # A reload lists them in the order asked too (the two calls ran concurrently).
+    thread = (await web.http.get(f"/api/threads/{THREAD}")).json()
+    assert [i["id"] for i in thread["interrupts"]] == [i["id"] for i in asked]
     return asked
 
 

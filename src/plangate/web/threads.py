@@ -180,7 +180,9 @@ async def thread_json(session: PlanSession, *, running: bool) -> dict[str, Any]:
         "mode": {"active": mode.active, "pending": mode.pending, "planStatus": mode.plan_status},
         "interrupts": [
             interrupt_for(p).model_dump(mode="json", by_alias=True)
-            for p in (record.pending if record else [])
+            # The open requests in the order the model asked (the tools of one step run
+            # concurrently, so the order they were recorded in can differ).
+            for p in (record.open_requests() if record else [])
         ],
         "journal": journal_json(await thread_journal(session)),
         "archivedPlans": [

@@ -319,6 +319,9 @@
     bubbles: new Map(), // message id -> {node, text}
     journal: [],
     loading: true,
+    fetching: false,
+    loadAgain: false,
+    loadedRunning: false, // the thread had a run in progress when it was last loaded
   };
   window.__events = [];
 
@@ -375,7 +378,8 @@
   }
 
   async function getJson(path) {
-    const response = await fetch(path, { headers: headers(), cache: "no-store" });
+    const response = await fetch(path, { headers: headers(), cache: "no-store" }).catch(() => null);
+    if (!response) return { status: 0, ok: false, body: { error: "the server did not answer" } };
     const body = await response.json().catch(() => ({}));
     return { status: response.status, ok: response.ok, body };
   }
@@ -960,6 +964,7 @@
   // one-line chip.
 
   const cardNodes = new Map(); // interrupt id -> card node in #messages
+  let keptCards = new Map(); // cards of the view a reload replaced, reused while still open
 
   function card(kind, title, ...children) {
     return el("div", { class: `card ${kind}`, role: "group", "aria-label": title }, el("h3", { text: title }), ...children);
@@ -1123,8 +1128,18 @@
       node.replaceWith(el("div", { class: "msg user decision chip stale" }, el("div", { class: "bubble", text: "No longer waiting: answered or withdrawn elsewhere" })));
     }
     const added = [];
+    const reused = keptCards;
+    keptCards = new Map();
     for (const interrupt of S.interrupts) {
       if (cardNodes.has(interrupt.id)) continue;
+      const old = reused.get(interrupt.id);
+      if (old) {
+        old.classList.remove("sent");
+        $("empty").hidden = true;
+        $("messages").append(old);
+        cardNodes.set(interrupt.id, old);
+        continue;
+      }
       const node = cardFor(interrupt);
       node.dataset.interruptId = interrupt.id;
       node.dataset.callId = interrupt.toolCallId || "";
@@ -1268,6 +1283,7 @@
   function handle(event) {
     switch (event.type) {
       case "RUN_STARTED":
+        S.streamed = true; // the view now holds more than the last load
         setRunning(true);
         break;
       case "STATE_SNAPSHOT":
@@ -1404,7 +1420,12 @@
   // Answer one card. The card dims while its answer travels; on failure it comes back
   // (and typed text returns to the composer) with a Retry.
   async function resume(interrupt, status, payload, options) {
+    await settled();
     if (S.running || S.loading) return;
+    if (!S.interrupts.some((i) => i.id === interrupt.id)) {
+      showBanner(PLAIN.STALE_RESUME, "info");
+      return;
+    }
     const node = cardNodes.get(interrupt.id);
     if (node) node.classList.add("sent");
     const result = await run({ resume: [{ interruptId: interrupt.id, status, payload }] });
@@ -1414,8 +1435,15 @@
     if (result.problem) showBanner(`${result.problem} Your answer was not sent.`, "error", { label: "Retry", run: () => resume(interrupt, status, payload, options) });
   }
 
-  function send(event) {
+  // A click or a keypress during a background reload (another tab's news) waits for it
+  // rather than being dropped.
+  async function settled() {
+    while (S.fetching) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+
+  async function send(event) {
     if (event) event.preventDefault();
+    await settled();
     const input = $("input");
     const text = input.value.trim();
     if (!text || S.running || S.loading) return;
@@ -1518,6 +1546,8 @@
     try {
       for (;;) {
         await new Promise((r) => setTimeout(r, 1000));
+        // Another load (a message from the tab that ran) already showed the run's end.
+        if (!S.loadedRunning) return;
         const { ok, body } = await getJson(`/api/threads/${encodeURIComponent(S.threadId)}`);
         if (!ok || !body.running) break;
       }
@@ -1529,11 +1559,19 @@
   }
 
   async function loadThread() {
-    S.loading = true;
+    // One load at a time: a load asked for meanwhile runs once the current one is done.
+    if (S.fetching) {
+      S.loadAgain = true;
+      return;
+    }
+    S.loading = S.fetching = true;
     try {
-      await fetchThread();
+      do {
+        S.loadAgain = false;
+        await fetchThread();
+      } while (S.loadAgain);
     } finally {
-      S.loading = false;
+      S.loading = S.fetching = false;
       renderWaiting();
       window.__events.push({ type: "THREAD_LOADED", at: performance.now(), messages: S.bubbles.size });
     }
@@ -1541,7 +1579,16 @@
 
   async function fetchThread() {
     const { status, ok, body } = await getJson(`/api/threads/${encodeURIComponent(S.threadId)}`);
+    // Nothing changed since the last load (a sync message about what this page shows
+    // already): leave the page alone, with whatever the user is typing into a card.
+    const signature = `${S.threadId} ${status} ${JSON.stringify(body)}`;
+    if (ok && signature === S.signature && !S.streamed) return;
+    S.signature = signature;
+    S.streamed = false;
+    // Cards still open keep their node, and so what was typed into them.
+    const kept = new Map(cardNodes);
     resetView();
+    keptCards = kept;
     if (authProblem(status)) return;
     if (status === 404) {
       // A new thread: it exists on the server from its first run on.
@@ -1565,9 +1612,12 @@
     setRunning(false);
     renderCards();
     scrollDown(true);
+    S.loadedRunning = Boolean(body.running);
     if (body.running) {
       $("stop").hidden = false;
       pollWhileRunning();
+    } else if (polling) {
+      hideBanner();
     }
   }
 
