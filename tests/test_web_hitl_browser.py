@@ -25,6 +25,7 @@ from plangate.adk.runner import build_runner
 from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.policy.effects import Effect, declare_effect
 from plangate.web.server import create_app
+from test_web_render import assert_accessible
 from web_support import CHROMIUM, CHROMIUM_ARGS, ServerThread
 
 pytestmark = pytest.mark.browser
@@ -219,6 +220,7 @@ def test_fix_9_every_card_of_a_batch_shows_and_the_run_resumes_after_the_last(
         " return r.top >= b.top - 1 && r.top < b.bottom; }"
     )
     shot(page, "01-two-cards")
+    assert_accessible(page, "two question cards")
 
     calls = len(site.model.requests)
     cards.first.locator("button.option", has_text="PostgreSQL").click()
@@ -300,6 +302,7 @@ def test_fix_9_approving_withdraws_the_open_question_and_the_page_shows_it(
     bar = actions.bounding_box()
     assert bar["y"] + bar["height"] <= box["y"] + box["height"] + 1  # Approve is in view
     shot(page, "03-question-beside-approval")
+    assert_accessible(page, "a question beside the approval card")
 
     approval.locator("button.primary").click()
     page.locator(".msg.assistant", has_text="Implementing now.").wait_for()
@@ -308,6 +311,7 @@ def test_fix_9_approving_withdraws_the_open_question_and_the_page_shows_it(
     assert any(c.startswith("Withdrawn") and "approved the plan" in c for c in chips), chips
     assert any(c.startswith("Approved the plan (revision 1)") for c in chips), chips
     shot(page, "04-withdrawn-and-approved-chips")
+    assert_accessible(page, "decided chips")
     # After a reload the same story is read back from the thread.
     open_thread(page, site.url, "t-withdraw")
     decisions = page.locator(".msg.decision").all_inner_texts()
@@ -469,6 +473,7 @@ def test_fix_10_the_thread_list_reopens_any_thread(site: Site, pages: Pages) -> 
     assert titles == ["the second task", "the first task"]
     assert items.first.get_attribute("aria-current") == "true"
     shot(page, "09-thread-list")
+    assert_accessible(page, "thread list")
     items.nth(1).click()
     page.locator(".msg.assistant", has_text="first answer").wait_for()
     assert page.locator(".msg.assistant", has_text="second answer").count() == 0
