@@ -267,6 +267,18 @@ class PlanSession:
             await self._sync_mirror()
         return await self.awaiting()
 
+    async def note_stopped(self, *, actor: str = "user", surface: str = "") -> None:
+        """Journal that the user stopped the run in progress (``run.stopped``)."""
+        record = await self.record()
+        event = JournalEvent(
+            kind="run.stopped",
+            subject=record.id if record else "",
+            actor=actor,
+            at=self.runtime.now(),
+            detail={"surface": surface} if surface else {},
+        )
+        await self.runtime.journal(self.scope, event)
+
     async def set_state(self, delta: dict[str, Any]) -> None:
         """Write session state between runs (never while a run holds the session)."""
         if self.running:
