@@ -128,6 +128,17 @@ class PlanSession:
             )
         return cls(runner, user_id=user_id, session_id=existing.id)
 
+    @classmethod
+    async def find(
+        cls, runner: Runner, *, session_id: str, user_id: str = "user"
+    ) -> PlanSession | None:
+        """The stored session ``session_id``, or None when there is none (nothing is
+        created: a mistyped id must not silently become a new session)."""
+        existing = await runner.session_service.get_session(
+            app_name=runner.app_name, user_id=user_id, session_id=session_id
+        )
+        return None if existing is None else cls(runner, user_id=user_id, session_id=existing.id)
+
     @property
     def scope(self) -> PlanScope:
         return PlanScope(self.runner.app_name, self.user_id, self.session_id, self.runtime.branch)
@@ -265,6 +276,33 @@ class PlanSession:
         if not self.running:
             await self._sync_mirror()
         return await self.awaiting()
+
+    async def record_cancelled_run(self, *, actor: str = "user", surface: str = "") -> None:
+        """Journal that ``actor`` cancelled the running turn. The caller stops the run (by
+        cancelling its task); whatever it committed before stays, and open requests stay
+        open."""
+        runtime, scope = self.runtime, self.scope
+        for _ in range(_MAX_ATTEMPTS):
+            loaded = await runtime.load(scope)
+            if loaded.unreadable:
+                raise RuntimeError(f"the plan state cannot be read: {loaded.unreadable}")
+            state = loaded.state.model_copy(deep=True)
+            record = state.record
+            event = JournalEvent(
+                kind="run.cancelled",
+                subject=record.id if record else "",
+                actor=actor,
+                at=runtime.now(),
+                revision=record.content_revisions if record else None,
+                detail={"reason": f"cancelled by the {actor}"}
+                | ({"surface": surface} if surface else {}),
+            )
+            try:
+                await runtime.commit(scope, loaded, state, [], [event])
+            except Conflict:
+                continue
+            return
+        raise RuntimeError("the plan kept changing while journaling the cancel; try again")
 
     async def set_state(self, delta: dict[str, Any]) -> None:
         """Write session state between runs (never while a run holds the session)."""
