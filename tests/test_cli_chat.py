@@ -14,9 +14,22 @@ import pytest
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 
 
-def spawn(cwd: Path, *args: str, env: dict[str, str] | None = None) -> pexpect.spawn:
+class Terminal(pexpect.spawn):
+    """A pty that answers the cursor position requests a real terminal emulator answers
+    (prompt_toolkit draws its bottom toolbar once it knows where the cursor is)."""
+
+    CPR_REQUEST = "\x1b[6n"
+
+    def read_nonblocking(self, size: int = 1, timeout: float | None = -1) -> str:
+        data = super().read_nonblocking(size, timeout)
+        if self.CPR_REQUEST in data:
+            self.send("\x1b[40;1R")
+        return data
+
+
+def spawn(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Terminal:
     environment = dict(os.environ, COLUMNS="120", LINES="50", NO_COLOR="1", **(env or {}))
-    child = pexpect.spawn(
+    child = Terminal(
         sys.executable,
         ["-m", "plangate.cli.main", "chat", *args],
         cwd=str(cwd),
@@ -27,6 +40,18 @@ def spawn(cwd: Path, *args: str, env: dict[str, str] | None = None) -> pexpect.s
     )
     child.logfile_read = (cwd / "terminal.log").open("a")
     return child
+
+
+def start(cwd: Path, *args: str, env: dict[str, str] | None = None) -> tuple[Terminal, str]:
+    """A new session; returns the terminal and the session id from the header."""
+    child = spawn(cwd, *args, env=env)
+    child.expect(r"session   ([0-9a-f]{12})")
+    session_id = child.match.group(1)
+    child.expect(PROMPT)
+    return child, session_id
+
+
+PROMPT = "you>"
 
 
 def transcript(cwd: Path) -> str:
@@ -42,10 +67,11 @@ def editor(tmp_path: Path) -> Path:
 
 
 def test_the_whole_demo_in_the_terminal(tmp_path: Path, editor: Path) -> None:
-    child = spawn(tmp_path, "--session", "demo", env={"EDITOR": str(editor)})
+    child = spawn(tmp_path, env={"EDITOR": str(editor)})
     child.expect("offline demo")
     child.expect("DEMO")
-    child.expect("you> ")
+    child.expect(PROMPT)
+    child.expect("mode agent │ no plan")  # the bottom toolbar
     child.sendline("Fix the failing test")
     child.expect(r"Enter Plan Mode\?")
     child.sendline("y")
@@ -56,12 +82,15 @@ def test_the_whole_demo_in_the_terminal(tmp_path: Path, editor: Path) -> None:
     child.expect(r"Approve this plan\?")
     child.sendline("e")
     child.expect("Your edits")
+    child.expect(r"\+3\. Keep the error message unchanged")
+    child.expect(r"Approve the edited plan\? \[a\]pprove / \[k\]eep editing / \[d\]iscard")
+    child.sendline("a")
     child.expect("5 passed")
     child.expect(r"Plan · approved · revision 2")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/status")
     child.expect("approved · revision 2")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     log = transcript(tmp_path)
@@ -73,8 +102,7 @@ def test_the_whole_demo_in_the_terminal(tmp_path: Path, editor: Path) -> None:
 
 
 def test_restart_with_a_pending_approval_continues(tmp_path: Path) -> None:
-    child = spawn(tmp_path, "--session", "resume-me")
-    child.expect("you> ")
+    child, session_id = start(tmp_path)
     child.sendline("Fix the failing test")
     child.expect(r"Enter Plan Mode\?")
     child.sendline("y")
@@ -86,12 +114,12 @@ def test_restart_with_a_pending_approval_continues(tmp_path: Path) -> None:
     stock = tmp_path / ".plangate" / "workspace" / "inventory" / "stock.py"
     assert "on_hand + 1" in stock.read_text()
 
-    again = spawn(tmp_path, "--session", "resume-me")
+    again = spawn(tmp_path, "--session", session_id)
     again.expect(r"Plan · pending_approval · revision 1")
     again.expect(r"Approve this plan\?")
     again.sendline("a")
     again.expect("5 passed")
-    again.expect("you> ")
+    again.expect(PROMPT)
     again.sendline("/quit")
     again.expect(pexpect.EOF)
     assert "if quantity > on_hand:\n" in stock.read_text()
@@ -99,7 +127,7 @@ def test_restart_with_a_pending_approval_continues(tmp_path: Path) -> None:
 
 def test_plan_command_semantics(tmp_path: Path) -> None:
     child = spawn(tmp_path)
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/plan off")
     child.expect("Plan mode is already inactive.")
     child.sendline("/plan")
@@ -113,10 +141,10 @@ def test_plan_command_semantics(tmp_path: Path) -> None:
     child.expect(r"option number or text")
     child.sendline("/plan off")
     child.expect("Left plan mode: the plan was cancelled")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/journal")
     child.expect("cancelled")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     log = transcript(tmp_path)
@@ -144,8 +172,7 @@ def test_two_batched_questions_are_asked_in_turn_and_the_run_resumes_once(
             [{"echo": "answers seen: "}],
         ],
     )
-    child = spawn(tmp_path, "--session", "batched", "--model", f"script:{script}")
-    child.expect("you> ")
+    child, _ = start(tmp_path, "--model", f"script:{script}")
     child.sendline("/plan set up the database")
     child.expect(r"Question \(1 of 2\)")
     child.expect("Which database")
@@ -156,10 +183,10 @@ def test_two_batched_questions_are_asked_in_turn_and_the_run_resumes_once(
     child.expect(r"option number or text")
     child.sendline("5432")
     child.expect("answers seen: ")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/status")
     child.expect("plan      exploring")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     log = transcript(tmp_path)
@@ -185,13 +212,12 @@ def test_a_refused_reply_is_shown_plainly(tmp_path: Path) -> None:
             [{"echo": "after approval: "}],
         ],
     )
-    child = spawn(tmp_path, "--session", "refused", "--model", f"script:{script}")
-    child.expect("you> ")
+    child, session_id = start(tmp_path, "--model", f"script:{script}")
     child.sendline("/plan tidy up")
     child.expect(r"Question \(1 of 2\)")
     child.expect(r"option number or text")
     # Answer the question from a second terminal first, then here.
-    other = spawn(tmp_path, "--session", "refused", "--model", f"script:{script}")
+    other = spawn(tmp_path, "--session", session_id, "--model", f"script:{script}")
     other.expect(r"Question \(1 of 2\)")
     other.expect(r"option number or text")
     other.sendline("tabs")
@@ -203,7 +229,7 @@ def test_a_refused_reply_is_shown_plainly(tmp_path: Path) -> None:
     child.expect(r"Approve this plan\?")
     child.sendline("a")
     child.expect("after approval: ")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
 
@@ -217,18 +243,17 @@ def test_plan_typed_while_the_agent_runs_applies_at_its_next_step(tmp_path: Path
             [{"text": "stopped to plan"}],
         ],
     )
-    child = spawn(tmp_path, "--session", "midrun", "--model", f"script:{script}")
-    child.expect("you> ")
+    child, _ = start(tmp_path, "--model", f"script:{script}")
     child.sendline("write the notes")
     child.expect("Bash")
     child.sendline("/plan")
     child.expect(r"Entering plan mode \(applies from the next step\)")
     child.expect("refused by plan gate")
     child.expect("stopped to plan")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/status")
     child.expect("mode      plan")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     assert not (tmp_path / ".plangate" / "workspace" / "notes.txt").exists()

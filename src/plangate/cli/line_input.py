@@ -19,7 +19,6 @@ from pathlib import Path
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input.typeahead import clear_typeahead
-from prompt_toolkit.output.vt100 import Vt100_Output
 
 __all__ = [
     "Interrupt",
@@ -86,14 +85,10 @@ class TtyReader(LineReader):
                 history = FileHistory(str(history_file))
             except OSError:
                 pass  # an unwritable folder costs the saved history, not the chat
-        output = Vt100_Output.from_pty(sys.stdout)
-        # Cursor position requests are answered on stdin; the answer could be thrown
-        # away with typed-ahead input, and nothing here needs the cursor position.
-        output.enable_cpr = False
-        self.messages: PromptSession[str] = PromptSession(history=history, output=output)
+        self.messages: PromptSession[str] = PromptSession(history=history)
         # Decisions keep their own history: "a" must never come back with the up arrow
         # at the message prompt, nor a message at an approval.
-        self.decisions: PromptSession[str] = PromptSession(history=InMemoryHistory(), output=output)
+        self.decisions: PromptSession[str] = PromptSession(history=InMemoryHistory())
         self.fd = sys.stdin.fileno()
 
     def discard_pending(self) -> None:
