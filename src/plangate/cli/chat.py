@@ -355,7 +355,9 @@ class Chat:
             if lowered in ("y", "yes"):
                 return PlanSession.confirm_enter(request, True)
             if lowered in ("n", "no"):
-                note = (await self._read("Note for the agent (optional): ", decision=True)).strip()
+                note = await self._note("Note for the agent (optional): ")
+                if note is None:
+                    return None
                 return PlanSession.confirm_enter(request, False, note or None)
             self._warn("Please answer y or n.")
             return None
@@ -382,13 +384,23 @@ class Chat:
         if lowered in ("e", "edit"):
             return await self._edit(request, record)
         if lowered in ("r", "reject"):
-            note = (await self._read("What should change? ", decision=True)).strip()
-            if note and not note.startswith("/"):
+            note = await self._note("What should change? ")
+            if note:
                 return PlanSession.reject(request, note=note)
-            self._warn("A rejection needs a note for the agent; nothing was sent.")
+            if note is not None:
+                self._warn("A rejection needs a note for the agent; nothing was sent.")
             return None
         self._warn("Please choose a, e or r.")
         return None
+
+    async def _note(self, prompt: str) -> str | None:
+        """A note for the agent; a /command typed there runs (/quit leaves) and gives
+        None, so the request is asked again."""
+        note = (await self._read(prompt, decision=True)).strip()
+        if note.startswith("/"):
+            await self._command(note)
+            return None
+        return note
 
     async def _edit(self, request: PendingRequest, record: PlanRecord) -> types.Content | None:
         """Edit the plan in $EDITOR, show the diff, then approve / keep editing / discard.
