@@ -179,7 +179,8 @@ class Chat:
                     continue
                 await self._turn(line)
         except Quit as leaving:
-            self.console.print(Text(f"Bye. Resume with: {self.resume}"))
+            # soft_wrap: the command stays one line, to copy and paste as it is.
+            self.console.print(Text(f"Bye. Resume with: {self.resume}"), soft_wrap=True)
             return leaving.code
 
     async def _read(self, prompt: str, *, decision: bool = False) -> str:
@@ -281,7 +282,7 @@ class Chat:
         except Exception as exc:  # the cancel stands even if the journal write fails
             note = f"Cancelled; the cancel could not be journaled ({type(exc).__name__}: {exc})."
         self.console.print(Text(note, "yellow"))
-        self.console.print(Text(f"Resume later with: {self.resume}"))
+        self.console.print(Text(f"Resume later with: {self.resume}"), soft_wrap=True)
         self.console.print(Text("Type a new message, or Ctrl-C again to leave.", "dim"))
         self.interrupted = True
 
