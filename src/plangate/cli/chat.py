@@ -166,9 +166,7 @@ class Chat:
         try:
             if self.resumed:
                 session = await self.session.session()
-                render_transcript(
-                    self.console, list(session.events), agent_name=self.session.agent.name
-                )
+                render_transcript(self.console, list(session.events))
             await self._resolve_pending()
             while True:
                 line = (await self._read("you> ")).strip()
@@ -327,8 +325,9 @@ class Chat:
         """The user's reply to ``request``; None once it is no longer open."""
         if request.kind == "exit" and not self.reader.interactive:
             self._warn(
-                "Approving a plan needs a keypress in a terminal, and the input is not "
-                "one: nothing was approved. Open the session in a terminal to review it."
+                "Approving a plan needs a keypress on a prompt in a terminal, and this chat "
+                "does not run in one (stdin or stdout is redirected): nothing was approved. "
+                "Open the session in a terminal to review the plan."
             )
             raise Quit(1)
         prompts = {
@@ -408,7 +407,7 @@ class Chat:
         Never approves the moment the editor closes; None goes back to the first choice."""
         text = record.content
         while True:
-            edited = edit_text(text)
+            edited = await asyncio.to_thread(edit_text, text)
             if edited.text is None:
                 self._warn(f"Editing failed: {edited.error}. Nothing was approved; choose again.")
                 return None

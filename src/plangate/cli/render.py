@@ -268,7 +268,7 @@ TRANSCRIPT_EVENTS = 60
 """Events of a resumed session replayed on screen; older ones are counted, not shown."""
 
 
-def render_transcript(console: Console, events: list[Any], *, agent_name: str) -> None:
+def render_transcript(console: Console, events: list[Any]) -> None:
     """The conversation so far, when a session is resumed: what the user said, the
     agent's text, its tool calls and their results (human requests are asked after)."""
     shown = [e for e in events if e.content is not None and not getattr(e, "partial", False)]

@@ -34,7 +34,7 @@ class RunKeys:
     def __init__(
         self,
         *,
-        on_cancel: Callable[[], None],
+        on_cancel: Callable[[], object],
         on_quit: Callable[[], None],
         on_line: Callable[[str], None],
         on_typing: Callable[[str], None],
