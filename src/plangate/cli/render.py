@@ -291,10 +291,22 @@ def render_transcript(console: Console, events: list[Any]) -> None:
                 render_call(
                     console, part.function_call.name or "", dict(part.function_call.args or {})
                 )
-            elif part.function_response is not None and event.author != "user":
+            elif part.function_response is not None and event.author == "user":
+                reply = dict(part.function_response.response or {})
+                console.print(Text.assemble(("you> ", "bold"), (_reply_line(reply), "dim")))
+            elif part.function_response is not None:
                 render_result(
                     console,
                     part.function_response.name or "",
                     dict(part.function_response.response or {}),
                 )
     console.rule(style="dim")
+
+
+def _reply_line(reply: dict[str, Any]) -> str:
+    """A human reply in the transcript: the decision, and the answer or note."""
+    status = str(reply.get("status") or "replied")
+    if reply.get("answer") is not None:
+        return f"(answered) {reply['answer']}"
+    note = reply.get("reviewer_note")
+    return f"({status})" + (f" {note}" if note else "")
