@@ -69,6 +69,7 @@ from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode
+from plangate.plan.scope import Permission, Scope
 from plangate.plan.session_state import PlanSessionState, SelectionRequest
 from plangate.store.store import Conflict, JournalEntry
 
@@ -503,8 +504,15 @@ class PlanSession:
 
     @staticmethod
     def approve(
-        request: PendingRequest, *, content: str | None = None, note: str | None = None
+        request: PendingRequest,
+        *,
+        content: str | None = None,
+        note: str | None = None,
+        scope: Scope | dict[str, Any] | None = None,
+        permission: Permission | None = None,
     ) -> types.Content:
+        """Approve a plan (optionally with edited content, an edited scope and the
+        permission it acts with) or an amendment (optionally with an edited scope)."""
         response: dict[str, Any] = {
             "status": "approved",
             "approval_id": request.approval_id,
@@ -513,6 +521,10 @@ class PlanSession:
         }
         if content is not None:
             response["content"] = content
+        if scope is not None:
+            response["scope"] = scope.model_dump(mode="json") if isinstance(scope, Scope) else scope
+        if permission is not None:
+            response["permission"] = permission
         if note:
             response["reviewer_note"] = note
         return function_reply(request.call_id, request.tool_name, response)

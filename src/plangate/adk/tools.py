@@ -14,6 +14,7 @@ from google.adk.tools.base_toolset import BaseToolset
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 
+from plangate.adk.contract import refresh_tools_every_step
 from plangate.adk.replies import record_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import scope_of
@@ -39,7 +40,7 @@ class PlanToolSet(BaseToolset):
     def __init__(self, runtime: PlanRuntime) -> None:
         super().__init__()
         # The tool list depends on the plan's state, which changes within an invocation.
-        self._use_invocation_cache = False
+        refresh_tools_every_step(self)
         self.runtime = runtime
         self._tools = _build_tools(runtime)
 
@@ -91,19 +92,31 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         )
 
     async def update_plan_content(
-        content: str, tool_context: ToolContext, mode: str = "append"
+        tool_context: ToolContext,
+        content: str = "",
+        mode: str = "append",
+        scope: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Write the plan (Markdown). The first update moves the plan from exploring to drafting.
+        """Write the plan (Markdown) and its scope. The first update moves the plan from
+        exploring to drafting.
+
+        The scope is what the approved plan may do: after approval, writing another
+        file, running another command or using the network pauses for the user.
 
         Args:
             content: Plan Markdown to add, or the whole plan when mode is "replace".
+                May be empty when only the scope changes.
             mode: "append" (default) adds to the plan; "replace" replaces it.
+            scope: Replaces the plan's scope, e.g. {"write": ["inventory/stock.py",
+                "tests/"], "commands": ["python -m pytest"], "network": false}.
+                "write" takes workspace-relative paths or globs ("src/**/*.py",
+                "docs/" for a folder); "commands" takes command prefixes.
         """
         applied = await _apply(
             runtime,
             tool_context,
             lambda record: transitions.update_content(
-                record, content=content, mode=mode, now=runtime.now()
+                record, content=content, mode=mode, now=runtime.now(), scope=scope
             ),
         )
         if not isinstance(applied, Transition):

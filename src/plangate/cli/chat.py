@@ -75,6 +75,9 @@ Up/Down recall earlier messages; a paste keeps all its lines in one message."""
 
 WORKING = "working… (Esc cancels)"
 
+PERMISSIONS = ("amendment", "edit", "tool")
+"""Requests answered by allow or refuse (the approved plan's scope, an edit, a tool)."""
+
 
 class Quit(Exception):
     """The user leaves: /quit, Ctrl-D, or a second Ctrl-C."""
@@ -323,7 +326,7 @@ class Chat:
         self, request: PendingRequest, record: PlanRecord | None
     ) -> types.Content | None:
         """The user's reply to ``request``; None once it is no longer open."""
-        if request.kind == "exit" and not self.reader.interactive:
+        if request.kind in ("exit", *PERMISSIONS) and not self.reader.interactive:
             self._warn(
                 "Approving a plan needs a keypress on a prompt in a terminal, and this chat "
                 "does not run in one (stdin or stdout is redirected): nothing was approved. "
@@ -333,6 +336,7 @@ class Chat:
         prompts = {
             "enter": "Enter Plan Mode? (y)es / (n)o: ",
             "question": "Your answer (option number or text): ",
+            **dict.fromkeys(PERMISSIONS, "Allow? [a]llow / [r]efuse (a note is optional): "),
         }
         prompt = prompts.get(request.kind, "Approve this plan? [a]pprove / [e]dit / [r]eject: ")
         while True:
@@ -375,6 +379,14 @@ class Chat:
             if answer:
                 return PlanSession.answer(request, answer)
             self._warn("Type an answer, or /quit to leave.")
+            return None
+        if request.kind in PERMISSIONS:  # an amendment, an edit review, a tool call
+            if lowered in ("a", "allow", "approve", "y", "yes"):
+                return PlanSession.approve(request)
+            if lowered in ("r", "refuse", "n", "no"):
+                note = await self._note("Why not? (optional, Enter to skip) ")
+                return None if note is None else PlanSession.reject(request, note=note)
+            self._warn("Please choose a or r.")
             return None
         if record is None:
             self._warn("The plan to approve could not be read; try /status.")

@@ -70,7 +70,14 @@ STALE_RESUME = "STALE_RESUME"
 AGENT_ERROR = "AGENT_ERROR"
 PROTOCOL_RUN_FAILED = "PROTOCOL_RUN_FAILED"
 
-REASONS = {"enter": "plan_entry", "exit": "plan_approval", "question": "question"}
+REASONS = {
+    "enter": "plan_entry",
+    "exit": "plan_approval",
+    "question": "question",
+    "amendment": "scope_amendment",
+    "edit": "edit_review",
+    "tool": "tool_call",
+}
 
 _DECISION_SCHEMA = {"type": "string", "enum": ["approve", "reject"]}
 _NOTE_SCHEMA = {"type": "string", "description": "Optional note for the agent"}
@@ -168,6 +175,8 @@ def interrupt_for(request: PendingRequest) -> Interrupt:
             revision=request.revision,
             sha256=request.sha256,
             content=payload.get("content"),
+            scope=payload.get("scope"),
+            scope_summary=payload.get("scope_summary"),
         )
         schema = {
             "type": "object",
@@ -179,6 +188,21 @@ def interrupt_for(request: PendingRequest) -> Interrupt:
                 "revision": {"type": "integer", "const": request.revision},
                 "sha256": {"type": "string", "const": request.sha256},
             },
+        }
+    elif request.kind in ("amendment", "edit", "tool"):
+        message = str(payload.get("message") or "")
+        metadata.update(
+            title=payload.get("title"),
+            revision=request.revision,
+            sha256=request.sha256,
+            wants=payload.get("wants"),
+            scope_summary=payload.get("scope_summary"),
+            diff=payload.get("diff"),
+        )
+        schema = {
+            "type": "object",
+            "required": ["decision"],
+            "properties": {"decision": _DECISION_SCHEMA, "reviewer_note": _NOTE_SCHEMA},
         }
     else:
         message = str(payload.get("message") or "")
@@ -431,7 +455,15 @@ def reply_for(request: PendingRequest, entry: ResumeEntry) -> types.Content:
         return PlanSession.confirm_enter(request, decision == "approve", note)
     content = _optional_str(payload, "content")
     if decision == "approve":
-        return PlanSession.approve(request, content=content, note=note)
+        # An edited scope and the permission are checked where they are applied (a bad
+        # one is refused with its reason and changes nothing).
+        return PlanSession.approve(
+            request,
+            content=content,
+            note=note,
+            scope=payload.get("scope"),
+            permission=payload.get("permission"),
+        )
     if cancelled and not note:
         note = "The reviewer cancelled this approval request."
     return PlanSession.reject(request, note=note or "", content=content)
