@@ -74,10 +74,13 @@ class ToolCallFields:
                 "revision": request.revision,
                 "sha256": request.sha256,
                 "summary": payload.get("message"),
+                "scope_summary": payload.get("scope_summary"),
                 "objective": payload.get("objective"),
                 "approval_id": request.approval_id,
             }
             self.content = [text_content(content)] if content else []
+            if payload.get("scope_summary"):
+                self.content.append(text_content(str(payload["scope_summary"])))
             if plan_file is not None:
                 self.raw_input["plan_file"] = str(plan_file)
                 self.locations = [ToolCallLocation(path=str(plan_file))]
@@ -95,6 +98,19 @@ class ToolCallFields:
             )
             self.raw_input = {"objective": objective, "approval_id": request.approval_id}
             self.content = [text_content(f"The agent asks to plan before acting: {objective}")]
+        elif request.kind in ("amendment", "edit", "tool"):
+            message = str(payload.get("message") or "")
+            self.title = clip(f"{payload.get('title') or 'Allow?'} {message}", 120)
+            self.raw_input = {
+                "message": message,
+                "wants": payload.get("wants"),
+                "scope_summary": payload.get("scope_summary"),
+                "revision": request.revision,
+                "sha256": request.sha256,
+                "approval_id": request.approval_id,
+            }
+            shown = [message, str(payload.get("diff") or "")]
+            self.content = [text_content("\n\n".join(t for t in shown if t))]
         else:
             question = str(payload.get("message") or "")
             self.title = clip(question, 120) or "Question"
@@ -156,7 +172,13 @@ _DECISIONS: dict[str, list[tuple[str, str, PermissionOptionKind]]] = {
         (IN_WORDS, "No, with a note", "reject_once"),
     ],
 }
-"""The options of a plan entry or approval: (option id, name, kind)."""
+# A scope amendment, an edit review and a tool call are allowed or refused alike.
+_DECISIONS["amendment"] = _DECISIONS["edit"] = _DECISIONS["tool"] = [
+    ("approve", "Allow", "allow_once"),
+    ("refuse", "Refuse", "reject_once"),
+    (IN_WORDS, "Refuse with a note", "reject_once"),
+]
+"""The options of a decision request: (option id, name, kind)."""
 
 
 def permission_options(request: PendingRequest) -> list[PermissionOption]:
@@ -197,6 +219,11 @@ def reply_for(
         if choice == "keep_planning":
             # No note: the user named no change (the model is told the plan was rejected).
             return PlanSession.reject(request, note="", content=content)
+    elif request.kind in ("amendment", "edit", "tool"):
+        if choice == "approve":
+            return PlanSession.approve(request)
+        if choice == "refuse":
+            return PlanSession.reject(request, note="")
     elif request.kind == "enter":
         if choice in ("enter", "no"):
             return PlanSession.confirm_enter(request, choice == "enter")
@@ -216,6 +243,8 @@ def reply_with_words(
     that rejects a plan (with the edited plan, if any) or declines Plan Mode."""
     if request.kind == "exit":
         return PlanSession.reject(request, note=text, content=content)
+    if request.kind in ("amendment", "edit", "tool"):
+        return PlanSession.reject(request, note=text)
     if request.kind == "enter":
         return PlanSession.confirm_enter(request, False, text)
     return PlanSession.answer(request, text)
