@@ -196,7 +196,7 @@ async def test_own_words_and_an_edited_plan_file_are_the_bound_replies(
         assert plan_file == workspace / ".plangate" / f"plan-{client.session_id}.md"
         assert first.raw_input["plan_file"] == str(plan_file)
         assert plan_file.read_text() == first.raw_input["plan"]
-        assert f"The plan is also in {plan_file}" in first.content[1].content.text
+        assert f"The plan is also in {plan_file}" in first.content[-1].content.text
         assert client.text().endswith(
             "Type the note that rejects plan revision 1 as your next message: it is sent to "
             "this request, not as a new task. (/plan off leaves Plan Mode instead.)"
