@@ -402,6 +402,9 @@ class PlangateAgent:
             turn.cancel()
             raise
         if turn.cancelled():
+            # Journaled like Stop on the web; calls the cancel cut off get a result, so the
+            # next model request stays valid. Open requests are asked again next turn.
+            await live.session.note_stopped(surface="acp")
             for update in mapper.interrupted("Cancelled by the user."):
                 await self._send(live, update)
             return PromptResponse(stop_reason="cancelled")
