@@ -21,6 +21,7 @@ from plangate.plan.session_state import (
     salvage,
 )
 from plangate.plan.transitions import Transition
+from plangate.store.fresh import FreshDocuments
 from plangate.store.shared import shared_store
 from plangate.store.store import Document, Store, Transaction, is_valid_version
 
@@ -57,6 +58,7 @@ class PlanRuntime:
         self.database_url = options.database_url
         """Set by ``build_runner`` when the options name none, so sessions and plans share
         one database."""
+        self._states = FreshDocuments(STATE_KIND, self._decode)
 
     async def store(self) -> Store:
         return await shared_store(self.database_url)
@@ -66,12 +68,15 @@ class PlanRuntime:
         return time.time()
 
     async def load(self, scope: PlanScope) -> Loaded:
+        """The plan state as stored now. The value is shared: copy it before changing it."""
         try:
             store = await self.store()
-            document = await store.get(STATE_KIND, scope.key)
+            return await self._states.get(store, scope.key)
         except Exception as exc:  # the database is unreachable: fail closed
             log.exception("plan state unreadable for %s", scope.key)
             return Loaded(PlanSessionState(), -1, f"{type(exc).__name__}: {exc}")
+
+    def _decode(self, key: str, document: Document | None) -> Loaded:
         if document is None:
             return Loaded(PlanSessionState(), 0)
         options = self.options
@@ -83,7 +88,7 @@ class PlanRuntime:
             )
             state = read_stored(document.data, plan_selection=plan_value)
         except CorruptPlanState as exc:
-            log.error("corrupt plan state for %s: %s", scope.key, exc.reason)
+            log.error("corrupt plan state for %s: %s", key, exc.reason)
             return Loaded(PlanSessionState(), -1, exc.reason, document)
         return Loaded(state, document.version)
 

@@ -12,15 +12,19 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, insert, select, text, update
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from plangate.journal.events import JournalEvent
 from plangate.store.schema import MIGRATIONS, documents, journal, schema_migrations
 from plangate.store.urls import resolve_database_url
+
+if TYPE_CHECKING:
+    from plangate.store.fresh import SqliteReader
 
 __all__ = ["Conflict", "Document", "JournalEntry", "Store", "Transaction", "is_valid_version"]
 
@@ -134,6 +138,8 @@ class Store:
     def __init__(self, engine: AsyncEngine, url: str) -> None:
         self.engine = engine
         self.url = url
+        self.reader: SqliteReader | None = None
+        """The lock-free read path of a SQLite file (see ``plangate.store.fresh``)."""
 
     @classmethod
     async def open(cls, url: str | None = None) -> Store:
@@ -146,9 +152,17 @@ class Store:
             _use_immediate_transactions(engine)
         store = cls(engine, url)
         await store._migrate()
+        path = make_url(url).database if is_sqlite else None
+        if path and path != ":memory:" and not path.startswith("file:"):
+            from plangate.store.fresh import SqliteReader
+
+            store.reader = SqliteReader(path)
         return store
 
     async def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
         await self.engine.dispose()
 
     @property
