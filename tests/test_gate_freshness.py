@@ -104,11 +104,11 @@ async def test_a_row_rewritten_in_place_without_a_new_version_is_seen(database_u
 
 async def test_a_state_read_is_a_copy_the_caller_may_change(database_url: str) -> None:
     """PlanSession hands out copies; the cache keeps what the database holds."""
+    from google.adk.agents import LlmAgent
+
     from plangate.adk.runner import build_runner
     from plangate.adk.session import PlanSession
     from plangate.adk.setup import setup_plan
-    from google.adk.agents import LlmAgent
-
     from plangate.models.scripted import ScriptedLlm
 
     agent = setup_plan(LlmAgent(name="agent", model=ScriptedLlm()), PlanOptions())

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -59,9 +61,18 @@ class PlanRuntime:
         """Set by ``build_runner`` when the options name none, so sessions and plans share
         one database."""
         self._states = FreshDocuments(STATE_KIND, self._decode)
+        self._store: tuple[weakref.ref[asyncio.AbstractEventLoop], str, Store] | None = None
 
     async def store(self) -> Store:
-        return await shared_store(self.database_url)
+        # The gate asks for the store before every tool call: remember it per event loop.
+        loop = asyncio.get_running_loop()
+        cached = self._store
+        if cached is not None and cached[0]() is loop and cached[1] == self.database_url:
+            return cached[2]
+        store = await shared_store(self.database_url)
+        if self.database_url is not None:  # an absent URL follows the environment
+            self._store = (weakref.ref(loop), self.database_url, store)
+        return store
 
     @staticmethod
     def now() -> float:

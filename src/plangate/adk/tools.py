@@ -60,6 +60,27 @@ class PlanToolSet(BaseToolset):
         return loaded.unreadable is not None or (record is not None and record.is_gate_active())
 
 
+class _PlanTool(FunctionTool):
+    """A plan tool whose declaration is built once: ADK asks for it at every model step,
+    and building it inspects the signature each time, though it never changes."""
+
+    _declaration: types.FunctionDeclaration | None = None
+
+    def _get_declaration(self) -> types.FunctionDeclaration | None:
+        if self._declaration is None:
+            self._declaration = super()._get_declaration()
+        return self._declaration
+
+
+class _PausingPlanTool(LongRunningFunctionTool):
+    _declaration: types.FunctionDeclaration | None = None
+
+    def _get_declaration(self) -> types.FunctionDeclaration | None:
+        if self._declaration is None:
+            self._declaration = super()._get_declaration()
+        return self._declaration
+
+
 def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
     async def enter_plan_mode(objective: str, tool_context: ToolContext) -> dict[str, Any] | None:
         """Ask the user to enter Plan Mode before starting non-trivial work.
@@ -155,10 +176,10 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         )
 
     return [
-        LongRunningFunctionTool(enter_plan_mode),
-        FunctionTool(update_plan_content),
-        LongRunningFunctionTool(exit_plan_mode),
-        LongRunningFunctionTool(ask_user_question),
+        _PausingPlanTool(enter_plan_mode),
+        _PlanTool(update_plan_content),
+        _PausingPlanTool(exit_plan_mode),
+        _PausingPlanTool(ask_user_question),
     ]
 
 

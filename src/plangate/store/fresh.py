@@ -89,9 +89,7 @@ class FreshDocuments(Generic[T]):
         self.kind = kind
         self._decode = decode
         # key -> (stamp, raw row, decoded value); least recently used first.
-        self._entries: OrderedDict[str, tuple[tuple[int, int] | None, object, T]] = (
-            OrderedDict()
-        )
+        self._entries: OrderedDict[str, tuple[tuple[int, int] | None, object, T]] = OrderedDict()
 
     async def get(self, store: Store, key: str) -> T:
         reader = store.reader
@@ -123,10 +121,7 @@ class FreshDocuments(Generic[T]):
         self, key: str, stamp: tuple[int, int] | None, raw: object, document: Document | None
     ) -> T:
         entry = self._entries.get(key)
-        if entry is not None and entry[1] == raw:
-            value = entry[2]
-        else:
-            value = self._decode(key, document)
+        value = entry[2] if entry is not None and entry[1] == raw else self._decode(key, document)
         self._entries[key] = (stamp, raw, value)
         self._entries.move_to_end(key)
         if len(self._entries) > _MAX_ENTRIES:
