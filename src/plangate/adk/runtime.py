@@ -25,7 +25,8 @@ from plangate.plan.session_state import (
 from plangate.plan.transitions import Transition
 from plangate.store.fresh import FreshDocuments
 from plangate.store.shared import shared_store
-from plangate.store.store import Document, Store, Transaction, is_valid_version
+from plangate.store.store import Document, Store, is_valid_version
+from plangate.store.writes import Put, commit
 
 __all__ = ["ARCHIVE_KIND", "CORRUPT_KIND", "STATE_KIND", "Loaded", "PlanRuntime"]
 
@@ -117,22 +118,21 @@ class PlanRuntime:
         """
         if loaded.unreadable is not None:
             raise ValueError(f"cannot commit over an unreadable plan state ({loaded.unreadable})")
-        store = await self.store()
-        async with store.transaction() as tx:
-            version = await tx.put(
+        puts = [
+            Put(
                 STATE_KIND,
                 scope.key,
                 state.model_dump(mode="json", by_alias=True),
-                expected_version=max(loaded.version, 0),
+                max(loaded.version, 0),
             )
-            for transition in transitions:
-                if transition.archived is not None:
-                    await _archive(tx, scope, transition.archived)
-                for event in transition.events:
-                    await tx.append(scope.key, event)
-            for event in events:
-                await tx.append(scope.key, event)
-        return version
+        ]
+        journaled: list[tuple[str, JournalEvent]] = []
+        for transition in transitions:
+            if transition.archived is not None:
+                puts.append(_archived(scope, transition.archived))
+            journaled.extend((scope.key, event) for event in transition.events)
+        journaled.extend((scope.key, event) for event in events)
+        return (await commit(await self.store(), puts, journaled))[0]
 
     async def reset_corrupt(
         self, scope: PlanScope, loaded: Loaded, *, actor: str, selection: str | None
@@ -219,14 +219,13 @@ class PlanRuntime:
         return [PlanRecord.model_validate(row.data) for row in rows]
 
 
-async def _archive(tx: Transaction, scope: PlanScope, record: PlanRecord) -> None:
-    key = f"{scope.key}#{record.id}"
-    existing = await tx.get(ARCHIVE_KIND, key)
-    await tx.put(
+def _archived(scope: PlanScope, record: PlanRecord) -> Put:
+    """A finished plan, kept readable under ``<scope>#<plan id>`` (rewritten if there)."""
+    return Put(
         ARCHIVE_KIND,
-        key,
+        f"{scope.key}#{record.id}",
         record.model_dump(mode="json", by_alias=True),
-        expected_version=existing.version if existing else 0,
+        None,
     )
 
 

@@ -25,6 +25,7 @@ from plangate.store.urls import resolve_database_url
 
 if TYPE_CHECKING:
     from plangate.store.fresh import SqliteReader
+    from plangate.store.writes import SqliteWriter
 
 __all__ = ["Conflict", "Document", "JournalEntry", "Store", "Transaction", "is_valid_version"]
 
@@ -140,6 +141,8 @@ class Store:
         self.url = url
         self.reader: SqliteReader | None = None
         """The lock-free read path of a SQLite file (see ``plangate.store.fresh``)."""
+        self.writer: SqliteWriter | None = None
+        """The one-hop commit path of a SQLite file (see ``plangate.store.writes``)."""
 
     @classmethod
     async def open(cls, url: str | None = None) -> Store:
@@ -155,14 +158,19 @@ class Store:
         path = make_url(url).database if is_sqlite else None
         if path and path != ":memory:" and not path.startswith("file:"):
             from plangate.store.fresh import SqliteReader
+            from plangate.store.writes import SqliteWriter
 
             store.reader = SqliteReader(path)
+            store.writer = SqliteWriter(path)
         return store
 
     async def close(self) -> None:
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
         await self.engine.dispose()
 
     @property
