@@ -111,8 +111,10 @@ async def run_starts(store: Store, count: int) -> float:
         )
         transition = refine(head, intent_id, n)
 
-        async def bind(tx, transition=transition, run_id=run_id, base=head) -> None:
-            await IntentRepository(tx.connection).commit_for_run(
+        bound = []
+
+        async def bind(tx, transition=transition, run_id=run_id, base=head, bound=bound) -> None:
+            binding = await IntentRepository(tx.connection).commit_for_run(
                 session,
                 run_id,
                 expected_base_id=base,
@@ -120,15 +122,17 @@ async def run_starts(store: Store, count: int) -> float:
                 transition=transition,
                 task_relation=transition.task_relation,
             )
+            bound.append(binding)
 
         events = [
             JournalEvent(kind=k, subject=run_id, at=time.time())
             for k in ("protocol.route.resolved", "protocol.run.started")
         ]
         await states.create(scope, record, segment, events, within=bind)
-        async with store.engine.connect() as conn:
-            revision = await IntentRepository(conn).resolve(session)
-        head, intent_id = revision.id, revision.intent_id
+        head = bound[0].active_revision_id
+        if intent_id is None:  # the same intent from then on: read it once
+            async with store.engine.connect() as conn:
+                intent_id = (await IntentRepository(conn).resolve(session)).intent_id
     return count / (time.perf_counter() - start)
 
 
