@@ -191,8 +191,14 @@ class HookTimer:
 
     def __init__(self) -> None:
         self.total = 0.0
+        self.by_hook: dict[str, float] = {}
 
-    def wrap(self, fn):  # type: ignore[no-untyped-def]
+    def _add(self, name: str, seconds: float) -> None:
+        self.total += seconds
+        self.by_hook[name] = self.by_hook.get(name, 0.0) + seconds
+
+    def wrap(self, fn, name: str = ""):  # type: ignore[no-untyped-def]
+        name = name or getattr(fn, "__name__", "hook")
         if inspect.iscoroutinefunction(fn):
 
             async def timed_async(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -200,7 +206,7 @@ class HookTimer:
                 try:
                     return await fn(*args, **kwargs)
                 finally:
-                    self.total += time.perf_counter() - start
+                    self._add(name, time.perf_counter() - start)
 
             return timed_async
 
@@ -209,7 +215,7 @@ class HookTimer:
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.total += time.perf_counter() - start
+                self._add(name, time.perf_counter() - start)
 
         return timed
 
@@ -228,7 +234,9 @@ class HookTimer:
             if isinstance(toolset, PlanToolSet):
                 toolset.get_tools = self.wrap(toolset.get_tools)  # type: ignore[method-assign]
                 for tool in toolset._tools:
-                    tool.process_llm_request = self.wrap(tool.process_llm_request)  # type: ignore[method-assign]
+                    tool.process_llm_request = self.wrap(  # type: ignore[method-assign]
+                        tool.process_llm_request, "plan tool declarations"
+                    )
         for plugin in runner.plugin_manager.plugins:
             if isinstance(plugin, PlanPlugin):
                 for name in ("on_event_callback", "on_user_message_callback"):
@@ -247,6 +255,8 @@ async def bench_long_session(turns: int, folder: Path, state: dict | None) -> di
     )
     per_turn: list[float] = []
     for i in range(turns):
+        if i == 5:  # the first turns open the store and build declarations
+            timer.by_hook.clear()
         model.add([call("lookup", key="k")], [text("ok")])
         before = timer.total
         message = types.Content(role="user", parts=[types.Part(text=f"turn {i}")])
@@ -255,6 +265,10 @@ async def bench_long_session(turns: int, folder: Path, state: dict | None) -> di
         per_turn.append(timer.total - before)
     early = per_turn[5:15]
     late = per_turn[-10:]
+    print(
+        "    per turn by hook: "
+        + ", ".join(f"{k} {v / (turns - 5) * 1e3:.3f} ms" for k, v in sorted(timer.by_hook.items()))
+    )
     return {
         "early": min(early),
         "late": min(late),
