@@ -349,8 +349,8 @@ def _replies_since_last_step(context: Any) -> list[types.FunctionResponse]:
 def _call_ids(llm_request: LlmRequest, context: Any, state: PlanSessionState) -> dict[int, str]:
     """The function-call id of each call and response part in the request.
 
-    ADK strips the ids it generated itself before calling the model, so they are
-    recovered by matching each part to the first unused stored part with the same name
+    ADK strips the ids it generated itself before calling the model (pinned in
+    ``plangate.adk.contract``), so they are recovered by matching each part to the first unused stored part with the same name
     and payload (the request is built from those events, in order). A reply sent
     without any id is recognised by the reply the store applied for it.
     """

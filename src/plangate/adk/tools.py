@@ -14,6 +14,7 @@ from google.adk.tools.base_toolset import BaseToolset
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 
+from plangate.adk.contract import refresh_tools_every_step
 from plangate.adk.replies import record_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import scope_of
@@ -39,7 +40,7 @@ class PlanToolSet(BaseToolset):
     def __init__(self, runtime: PlanRuntime) -> None:
         super().__init__()
         # The tool list depends on the plan's state, which changes within an invocation.
-        self._use_invocation_cache = False
+        refresh_tools_every_step(self)
         self.runtime = runtime
         self._tools = _build_tools(runtime)
 

@@ -1,6 +1,6 @@
 // plangate web UI: an AG-UI client with a live plan panel, approval cards and a governance
-// timeline. No framework and no build step; every string from the server is escaped
-// before it reaches the DOM (text nodes, or the small Markdown renderer below).
+// timeline. No framework and no build step; every string from the server reaches the DOM
+// as text nodes, or as Markdown rendered and sanitized by render.js.
 "use strict";
 
 (() => {
@@ -14,7 +14,7 @@
       if (value === null || value === undefined || value === false) continue;
       if (key === "class") node.className = value;
       else if (key === "text") node.textContent = value;
-      else if (key === "html") node.innerHTML = value; // only ever output of markdown()/inline()
+      else if (key === "html") node.innerHTML = value; // only ever sanitized output of render.js
       else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
@@ -29,15 +29,6 @@
     const bytes = new Uint8Array(8);
     crypto.getRandomValues(bytes);
     return prefix + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  }
-
-  function escapeHtml(text) {
-    return String(text)
-      .replace(/&/g, "&amp;")
-      .replace(/</g, "&lt;")
-      .replace(/>/g, "&gt;")
-      .replace(/"/g, "&quot;")
-      .replace(/'/g, "&#39;");
   }
 
   function parseJson(text) {
@@ -62,171 +53,11 @@
     return text.length > n ? text.slice(0, n - 1) + "…" : text;
   }
 
-  // ---------------------------------------------------------------- Markdown (safe subset)
-  // Everything is escaped first; only the tags produced here reach innerHTML.
+  // ---------------------------------------------------------------- rendering (render.js)
+  // Markdown, diffs and tool results for people; every HTML string it returns is sanitized.
 
-  function inline(text) {
-    let out = escapeHtml(text);
-    const codes = [];
-    out = out.replace(/`([^`]+)`/g, (_, code) => {
-      codes.push(code);
-      return `\u0000${codes.length - 1}\u0000`;
-    });
-    out = out
-      .replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>")
-      .replace(/(^|[^*\w])\*([^*\s][^*]*)\*/g, "$1<em>$2</em>")
-      .replace(/(^|[^\w])_([^_\s][^_]*)_(?!\w)/g, "$1<em>$2</em>")
-      .replace(
-        /\[([^\]]+)\]\((https?:\/\/[^\s)]+)\)/g,
-        '<a href="$2" target="_blank" rel="noopener noreferrer">$1</a>'
-      );
-    return out.replace(/\u0000(\d+)\u0000/g, (_, i) => `<code>${codes[Number(i)]}</code>`);
-  }
-
-  function markdown(source) {
-    const lines = String(source || "").replace(/\r\n?/g, "\n").split("\n");
-    const html = [];
-    let i = 0;
-    let paragraph = [];
-    const flush = () => {
-      if (paragraph.length) html.push(`<p>${paragraph.map((l) => inline(l.trim())).join(" ")}</p>`);
-      paragraph = [];
-    };
-    while (i < lines.length) {
-      const line = lines[i];
-      const fence = line.match(/^\s*```/);
-      if (fence) {
-        flush();
-        const body = [];
-        i += 1;
-        while (i < lines.length && !/^\s*```/.test(lines[i])) body.push(lines[i++]);
-        i += 1;
-        html.push(`<pre><code>${escapeHtml(body.join("\n"))}</code></pre>`);
-        continue;
-      }
-      const heading = line.match(/^(#{1,6})\s+(.*)$/);
-      if (heading) {
-        flush();
-        const level = Math.min(heading[1].length + 2, 6); // h3.. inside panels
-        html.push(`<h${level}>${inline(heading[2])}</h${level}>`);
-        i += 1;
-        continue;
-      }
-      if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) {
-        flush();
-        html.push("<hr>");
-        i += 1;
-        continue;
-      }
-      const item = line.match(/^\s*([-*+]|\d+[.)])\s+(.*)$/);
-      if (item) {
-        flush();
-        const ordered = /\d/.test(item[1]);
-        const tag = ordered ? "ol" : "ul";
-        const items = [];
-        while (i < lines.length) {
-          const m = lines[i].match(/^\s*([-*+]|\d+[.)])\s+(.*)$/);
-          if (!m || /\d/.test(m[1]) !== ordered) break;
-          let text = m[2];
-          let box = "";
-          const task = text.match(/^\[([ xX])\]\s+(.*)$/);
-          if (task) {
-            box = task[1].trim() ? "☑ " : "☐ ";
-            text = task[2];
-          }
-          items.push(`<li>${box}${inline(text)}</li>`);
-          i += 1;
-        }
-        const start = ordered ? parseInt(item[1], 10) : 1;
-        const startAttr = ordered && start !== 1 ? ` start="${start}"` : "";
-        html.push(`<${tag}${startAttr}>${items.join("")}</${tag}>`);
-        continue;
-      }
-      const quote = line.match(/^\s*>\s?(.*)$/);
-      if (quote) {
-        flush();
-        const body = [];
-        while (i < lines.length && /^\s*>/.test(lines[i])) {
-          body.push(lines[i].replace(/^\s*>\s?/, ""));
-          i += 1;
-        }
-        html.push(`<blockquote>${body.map(inline).join("<br>")}</blockquote>`);
-        continue;
-      }
-      if (!line.trim()) {
-        flush();
-        i += 1;
-        continue;
-      }
-      paragraph.push(line);
-      i += 1;
-    }
-    flush();
-    return html.join("\n");
-  }
-
-  // ---------------------------------------------------------------- line diff (LCS)
-
-  function diffLines(before, after) {
-    const a = String(before || "").split("\n");
-    const b = String(after || "").split("\n");
-    if (a.length * b.length > 4_000_000) {
-      return [...a.map((t) => ({ op: "del", text: t })), ...b.map((t) => ({ op: "add", text: t }))];
-    }
-    const n = a.length;
-    const m = b.length;
-    const table = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
-    for (let x = n - 1; x >= 0; x--) {
-      for (let y = m - 1; y >= 0; y--) {
-        table[x][y] = a[x] === b[y] ? table[x + 1][y + 1] + 1 : Math.max(table[x + 1][y], table[x][y + 1]);
-      }
-    }
-    const out = [];
-    let x = 0;
-    let y = 0;
-    while (x < n && y < m) {
-      if (a[x] === b[y]) {
-        out.push({ op: "ctx", text: a[x] });
-        x++;
-        y++;
-      } else if (table[x + 1][y] >= table[x][y + 1]) {
-        out.push({ op: "del", text: a[x++] });
-      } else {
-        out.push({ op: "add", text: b[y++] });
-      }
-    }
-    while (x < n) out.push({ op: "del", text: a[x++] });
-    while (y < m) out.push({ op: "add", text: b[y++] });
-    return out;
-  }
-
-  // Changed lines with a little context; long unchanged stretches fold into one line.
-  function renderDiff(before, after, context = 2) {
-    const rows = diffLines(before, after);
-    const box = el("div", { class: "diff", role: "region", "aria-label": "Changes" });
-    const changed = rows.map((r) => r.op !== "ctx");
-    if (!changed.some(Boolean)) {
-      box.append(el("div", { class: "diff-none", text: "No changes." }));
-      return box;
-    }
-    const near = rows.map((_, i) => changed.slice(Math.max(0, i - context), i + context + 1).some(Boolean));
-    let folded = 0;
-    const fold = () => {
-      if (folded) box.append(el("div", { class: "diff-fold", text: `⋯ ${folded} unchanged line${folded > 1 ? "s" : ""}` }));
-      folded = 0;
-    };
-    rows.forEach((row, i) => {
-      if (!near[i]) {
-        folded += 1;
-        return;
-      }
-      fold();
-      const sign = row.op === "add" ? "+" : row.op === "del" ? "−" : " ";
-      box.append(el("div", { class: `diff-line ${row.op}` }, el("span", { class: "diff-sign", text: sign }), row.text || " "));
-    });
-    fold();
-    return box;
-  }
+  const R = window.plangateRender;
+  const renderDiff = (before, after) => R.renderDiff(before, after);
 
   // ---------------------------------------------------------------- JSON Patch (RFC 6902)
 
@@ -451,7 +282,7 @@
 
   function setBubbleText(entry, text) {
     entry.text = text;
-    entry.body.innerHTML = markdown(text);
+    entry.body.innerHTML = R.markdownHtml(text);
     entry.body.hidden = !text;
     scrollDown();
   }
@@ -502,8 +333,8 @@
         const kind = result.exit_code === 0 ? "ok" : "error";
         return { kind, text: `exit ${result.exit_code}${last ? " · " + truncate(last, 120) : ""}` };
       }
-      if (name === "Edit" && "replacements" in result) return { kind: "ok", text: `${result.replacements} replacement(s) in ${result.path}` };
-      if (name === "Write" && "bytes_written" in result) return { kind: "ok", text: `${result.bytes_written} bytes written` };
+      if (name === "Edit" && "replacements" in result) return { kind: "ok", text: `edited ${result.path}` };
+      if (name === "Write" && "bytes_written" in result) return { kind: "ok", text: `${result.created === false ? "rewrote" : "created"} ${result.path}` };
       if (name === "Read" && "total_lines" in result) return { kind: "ok", text: `${result.total_lines} lines` };
       if (name === "Glob" && Array.isArray(result.paths)) return { kind: "ok", text: `${result.paths.length} files` };
       if (name === "Grep" && Array.isArray(result.matches)) return { kind: "ok", text: `${result.matches.length} matches` };
@@ -538,10 +369,12 @@
     const note = el("div", { class: "tool-note", hidden: true });
     const argsPre = el("pre", { class: "tool-json" });
     const resultPre = el("pre", { class: "tool-json" });
+    const view = el("div", { class: "tool-view", hidden: true });
+    // The summary names its call, so each tool block's tab stop says what it opens.
     const details = el(
       "details",
       { class: "tool-details" },
-      el("summary", { text: "details" }),
+      el("summary", {}, "raw call", el("span", { class: "sr-only tool-which", text: ` #${S.tools.size + 1} of ${name}` })),
       el("div", { class: "tool-label", text: "arguments" }),
       argsPre,
       el("div", { class: "tool-label", text: "result" }),
@@ -552,10 +385,11 @@
       { class: "tool running", "data-call-id": id, "data-tool": name },
       el("div", { class: "tool-head" }, el("span", { class: "tool-name", text: name }), args, status),
       note,
+      view,
       details
     );
     bubble.tools.append(node);
-    tool = { id, name, node, status, args, note, argsPre, resultPre, argText: "" };
+    tool = { id, name, node, status, args, note, view, details, argsPre, resultPre, argText: "", number: S.tools.size + 1 };
     S.tools.set(id, tool);
     if (HITL.has(name)) setToolState(tool, "waiting", "");
     scrollDown();
@@ -566,6 +400,7 @@
     tool.argText = text;
     const args = parseJson(text);
     tool.args.textContent = argSummary(tool.name, args);
+    tool.details.querySelector(".tool-which").textContent = ` #${tool.number} of ${tool.name} ${tool.args.textContent}`.trimEnd();
     tool.argsPre.textContent = args === undefined ? text : JSON.stringify(args, null, 2);
   }
 
@@ -583,6 +418,9 @@
     const summary = resultSummary(tool.name, result === undefined ? content : result);
     const quiet = summary.kind === "ok" && !SHOW_OK.has(tool.name);
     setToolState(tool, summary.kind, quiet ? "" : summary.text, summary.by);
+    const view = R.toolView(tool.name, parseJson(tool.argText), result);
+    tool.view.replaceChildren(...(view ? [view] : []));
+    tool.view.hidden = !view;
     scrollDown();
   }
 
@@ -676,7 +514,7 @@
     if (record.reviewerNote) rows.push(el("div", { class: "reviewer-note" }, el("span", { class: "label", text: "Reviewer note" }), record.reviewerNote));
     meta.replaceChildren(...rows);
     if (record.content) {
-      body.innerHTML = markdown(record.content);
+      body.innerHTML = R.markdownHtml(record.content);
     } else {
       body.replaceChildren(el("p", { class: "placeholder", text: "The plan is still empty: the agent is exploring." }));
     }
@@ -687,7 +525,7 @@
     const list = $("todos");
     list.replaceChildren(
       ...todos.map((t) =>
-        el("li", { class: `todo ${t.status}` }, el("span", { class: "todo-mark", "aria-hidden": "true" }), el("span", { class: "todo-text", html: inline(t.content) }), el("span", { class: "sr-only", text: ` (${t.status})` }))
+        el("li", { class: `todo ${t.status}` }, el("span", { class: "todo-mark", "aria-hidden": "true" }), el("span", { class: "todo-text", html: R.inlineHtml(t.content) }), el("span", { class: "sr-only", text: ` (${t.status})` }))
       )
     );
     if (!todos.length) list.append(el("li", { class: "placeholder", text: "The agent tracks the approved plan's steps here." }));
