@@ -9,12 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 from google.adk.events import Event, EventActions
-from google.adk.tools import BaseTool, FunctionTool, ToolContext
+from google.adk.tools import BaseTool, ToolContext
 from google.adk.tools.base_toolset import BaseToolset
-from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 
-from plangate.adk.contract import refresh_tools_every_step
+from plangate.adk.contract import (
+    DeclaredOnceFunctionTool,
+    DeclaredOnceLongRunningTool,
+    refresh_tools_every_step,
+)
 from plangate.adk.replies import record_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import scope_of
@@ -59,27 +62,6 @@ class PlanToolSet(BaseToolset):
         loaded = await self.runtime.load(scope_of(context, self.runtime.branch))
         record = loaded.state.record
         return loaded.unreadable is not None or (record is not None and record.is_gate_active())
-
-
-class _PlanTool(FunctionTool):
-    """A plan tool whose declaration is built once: ADK asks for it at every model step,
-    and building it inspects the signature each time, though it never changes."""
-
-    _declaration: types.FunctionDeclaration | None = None
-
-    def _get_declaration(self) -> types.FunctionDeclaration | None:
-        if self._declaration is None:
-            self._declaration = super()._get_declaration()
-        return self._declaration
-
-
-class _PausingPlanTool(LongRunningFunctionTool):
-    _declaration: types.FunctionDeclaration | None = None
-
-    def _get_declaration(self) -> types.FunctionDeclaration | None:
-        if self._declaration is None:
-            self._declaration = super()._get_declaration()
-        return self._declaration
 
 
 def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
@@ -177,10 +159,10 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         )
 
     return [
-        _PausingPlanTool(enter_plan_mode),
-        _PlanTool(update_plan_content),
-        _PausingPlanTool(exit_plan_mode),
-        _PausingPlanTool(ask_user_question),
+        DeclaredOnceLongRunningTool(enter_plan_mode),
+        DeclaredOnceFunctionTool(update_plan_content),
+        DeclaredOnceLongRunningTool(exit_plan_mode),
+        DeclaredOnceLongRunningTool(ask_user_question),
     ]
 
 

@@ -61,8 +61,8 @@ class SqliteReader:
         except sqlite3.OperationalError as exc:
             raise ReaderBusy(str(exc)) from exc
 
-    def row(self, kind: str, key: str) -> tuple[Any, str] | None:
-        """The stored ``(version, data as JSON text)`` of a document, or None."""
+    def row(self, kind: str, key: str) -> tuple[Any, Any] | None:
+        """The stored ``(version, data)`` of a document (data as JSON text), or None."""
         try:
             return self._row_cursor.execute(
                 "SELECT version, data FROM plangate_documents WHERE kind = ? AND key = ?",

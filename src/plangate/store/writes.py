@@ -107,13 +107,10 @@ class SqliteWriter:
             self._conn.close()
 
 
-def _put(conn: sqlite3.Connection, kind: str, key: str, data: str, expected: int | None) -> int:
+def _put(conn: sqlite3.Connection, kind: str, key: str, data: str, wanted: int | None) -> int:
     now = time.time()
-    if expected is None:
-        row = conn.execute(
-            "SELECT version FROM plangate_documents WHERE kind = ? AND key = ?", (kind, key)
-        ).fetchone()
-        expected = row[0] if row is not None else 0
+    # None: whatever version is there (0 when absent).
+    expected: int = (_version(conn, kind, key) or 0) if wanted is None else wanted
     if expected == 0:
         try:
             conn.execute(
@@ -135,7 +132,7 @@ def _put(conn: sqlite3.Connection, kind: str, key: str, data: str, expected: int
 
 
 def _version(conn: sqlite3.Connection, kind: str, key: str) -> int | None:
-    row = conn.execute(
+    row: tuple[int] | None = conn.execute(
         "SELECT version FROM plangate_documents WHERE kind = ? AND key = ?", (kind, key)
     ).fetchone()
     return row[0] if row is not None else None
