@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,35 +76,37 @@ class SqliteWriter:
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA busy_timeout=30000")
         self._conn.execute("PRAGMA synchronous=FULL")
-        # One transaction at a time on this connection; other processes wait in SQLite.
-        self._lock = threading.Lock()
+        # One thread of its own: transactions on this connection run one at a time, and
+        # commits waiting for the file lock never hold up the shared worker threads
+        # (queries, file searches) that asyncio.to_thread uses.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plangate-commit")
 
     async def commit(
         self, puts: Sequence[Put], events: Sequence[tuple[str, JournalEvent]]
     ) -> list[int]:
         rows = [_journal_row(scope, event) for scope, event in events]
         documents = [(p.kind, p.key, json.dumps(p.data), p.expected_version) for p in puts]
-        return await asyncio.to_thread(self._commit, documents, rows)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._commit, documents, rows)
 
     def _commit(
         self, documents: list[tuple[str, str, str, int | None]], rows: list[tuple[Any, ...]]
     ) -> list[int]:
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                versions = [_put(conn, *document) for document in documents]
-                if rows:
-                    conn.executemany(_INSERT_JOURNAL, rows)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            return versions
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            versions = [_put(conn, *document) for document in documents]
+            if rows:
+                conn.executemany(_INSERT_JOURNAL, rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return versions
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._thread.shutdown(wait=True)
+        self._conn.close()
 
 
 def _put(conn: sqlite3.Connection, kind: str, key: str, data: str, wanted: int | None) -> int:
