@@ -165,10 +165,13 @@ async def test_explore_plan_pause_approve_implement(
         # Parallel calls in one response.
         Reply(calls=[("Glob", {"pattern": "**/*.py"}), ("Read", {"path": "inventory/stock.py"})]),
         Reply(calls=[("Edit", FIX)]),
-        # Separate responses: in one batch ADK runs the two concurrently and
-        # exit_plan_mode can see the plan still empty (reported, not fixed here).
-        Reply(calls=[("update_plan_content", {"content": PLAN, "mode": "replace"})]),
-        Reply(calls=[("exit_plan_mode", {"summary": "Fix the off-by-one guard"})]),
+        # Write and submit in one response: they take effect in the order written.
+        Reply(
+            calls=[
+                ("update_plan_content", {"content": PLAN, "mode": "replace"}),
+                ("exit_plan_mode", {"summary": "Fix the off-by-one guard"}),
+            ]
+        ),
         Reply(calls=[("Edit", FIX)]),
         Reply("Done: the guard is fixed."),
     )
@@ -189,16 +192,15 @@ async def test_explore_plan_pause_approve_implement(
     assert "if quantity > on_hand:\n" in (workspace / "inventory/stock.py").read_text()
     assert (await session.record()).status is PlanStatus.APPROVED
 
-    assert len(stand_in.requests) == 7
+    assert len(stand_in.requests) == 6
     glob, read = results_of(kind, stand_in, 2, 1)
     assert "stock.py" in glob and "on_hand" in read
     [refused] = results_of(kind, stand_in, 3, 2)
     assert "PLAN_MODE_GATE" in refused
-    [written] = results_of(kind, stand_in, 4, 3)
+    written, approved = results_of(kind, stand_in, 4, 3)
     assert "error" not in as_dict(written)
-    [approved] = results_of(kind, stand_in, 5, 4)
     assert as_dict(approved)["status"] == "approved"
-    [edited] = results_of(kind, stand_in, 6, 5)
+    [edited] = results_of(kind, stand_in, 5, 4)
     assert "PLAN_MODE_GATE" not in edited and "error" not in as_dict(edited)
     if kind == "openai-stream":
         assert all(body.get("stream") for body in stand_in.bodies())

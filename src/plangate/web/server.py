@@ -5,9 +5,12 @@ Endpoints
     GET  /health                    liveness
     GET  /api/info                  agent and model
     POST /api/agent                 an AG-UI run (RunAgentInput in, SSE events out)
+    GET  /api/threads                the threads in the database, newest first
     GET  /api/threads/{id}          messages, state, pending interrupts, journal
     GET  /api/threads/{id}/journal  the governance journal (plan and protocol events)
+    POST /api/threads/{id}/mode     the Plan/Agent toggle (applies at the next step of a run)
     POST /api/threads/{id}/leave-plan  the user's exit from Plan Mode (cancels the plan)
+    POST /api/threads/{id}/stop     stop the run in progress (journaled)
 
 Safe to expose: loopback without a token by default (Host checked against loopback
 names, so DNS rebinding cannot reach it), a bearer token everywhere else; no CORS;
@@ -45,8 +48,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
-from plangate.web.agui import BadRunInput, StateKeys, prepare_run, run_events
-from plangate.web.threads import journal_json, thread_journal, thread_json
+from plangate.web.agui import BadRunInput, StateKeys, prepare_run, run_events, stopped_event
+from plangate.web.threads import journal_json, thread_journal, thread_json, thread_list
 
 __all__ = ["LOOPBACK_HOSTS", "create_app", "is_loopback", "serve"]
 
@@ -166,6 +169,8 @@ class WebState:
         self.about = about
         self.runs: dict[str, asyncio.Task[None] | None] = {}
         """Threads with a run in progress (None while the run is being prepared)."""
+        self.stopping: set[str] = set()
+        """Threads whose run the user stopped (the run journals it as it ends)."""
 
     def plan_session(self, thread_id: str) -> PlanSession:
         return PlanSession(self.runner, user_id=self.user_id, session_id=thread_id)
@@ -263,7 +268,7 @@ async def agent(request: Request) -> Response:
         session = web.plan_session(thread_id)
         existed = await web.exists(thread_id)
         prepared = await prepare_run(session, run_input, new_thread=not existed)
-        if not existed and prepared.stale is None:
+        if not existed and prepared.stale is None and not prepared.replies:
             await PlanSession.open(web.runner, user_id=web.user_id, session_id=thread_id)
     except BadRunInput as exc:
         web.runs.pop(thread_id, None)
@@ -283,7 +288,14 @@ async def agent(request: Request) -> Response:
                 session, prepared, thread_id=thread_id, run_id=run_input.run_id
             ):
                 queue.put_nowait(encoder.encode(event))
+        except asyncio.CancelledError:
+            if thread_id not in web.stopping:
+                raise  # the server is shutting down
+            # The user pressed Stop: end the stream with a terminal event, and journal it.
+            queue.put_nowait(encoder.encode(stopped_event()))
+            await session.note_stopped(surface="web")
         finally:
+            web.stopping.discard(thread_id)
             queue.put_nowait(None)
             web.runs.pop(thread_id, None)
 
@@ -333,7 +345,29 @@ async def journal(request: Request) -> Response:
 
 async def leave_plan(request: Request) -> Response:
     """The user's explicit exit from Plan Mode (the page's Agent toggle): the plan is
-    cancelled and journaled, pending requests are withdrawn, the selection becomes Agent."""
+    cancelled and journaled, pending requests are withdrawn, the selection becomes Agent.
+    During a run the exit is recorded and applied at the run's next step boundary."""
+    return await _select_mode(request, "agent")
+
+
+async def select_mode(request: Request) -> Response:
+    """The Plan/Agent toggle: ``{"mode": "plan" | "agent"}``. During a run the selection
+    is recorded and applies at the next step boundary; between runs Agent leaves Plan
+    Mode at once and Plan applies from the next message."""
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    try:
+        body = await _json_body(request, _web(request).max_body_bytes)
+    except BadRunInput as exc:
+        return _error(exc.status, "BAD_INPUT", exc.message)
+    mode = body.get("mode")
+    if mode not in ("plan", "agent"):
+        return _error(422, "BAD_INPUT", "'mode' must be 'plan' or 'agent'")
+    return await _select_mode(request, mode)
+
+
+async def _select_mode(request: Request, mode: str) -> Response:
     found = await _thread_or_404(request)
     if isinstance(found, Response):
         return found
@@ -341,18 +375,57 @@ async def leave_plan(request: Request) -> Response:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json":
         return _error(415, "BAD_INPUT", "send Content-Type: application/json")
-    if thread_id in web.runs:
-        return _error(
-            409, "RUN_IN_PROGRESS", f"thread {thread_id!r} has a run in progress; wait for it"
-        )
-    web.runs[thread_id] = None  # no run may start while the plan is being cancelled
+    session = web.plan_session(thread_id)
+    running = thread_id in web.runs
+    if not running:
+        web.runs[thread_id] = None  # no run may start while the plan is being cancelled
     try:
-        session = web.plan_session(thread_id)
-        message = await session.leave_plan()
-        data = await thread_json(session, running=False)
+        message = await (session.select_plan() if mode == "plan" else session.leave_plan())
+        data = await thread_json(session, running=running)
+    except RuntimeError as exc:
+        return _error(409, "MODE_NOT_CHANGED", str(exc))
     finally:
-        web.runs.pop(thread_id, None)
+        if not running:
+            web.runs.pop(thread_id, None)
     return JSONResponse({"message": message, **data}, headers={"Cache-Control": "no-store"})
+
+
+async def stop(request: Request) -> Response:
+    """Stop the thread's run in progress (journaled); the stream ends with RUN_ERROR
+    ``RUN_STOPPED``. Stopping when nothing runs changes nothing."""
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    web, thread_id = found
+    task = web.runs.get(thread_id)
+    if task is None or task.done():
+        return JSONResponse({"stopped": False, "message": "Nothing is running on this thread."})
+    web.stopping.add(thread_id)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait({task})
+    return JSONResponse({"stopped": True, "message": "Stopped. Send a message to go on."})
+
+
+async def threads(request: Request) -> Response:
+    """The threads in the database, newest first: id, last update and the first message."""
+    web = _web(request)
+    data = await thread_list(web.runner, web.user_id, running=set(web.runs))
+    return JSONResponse({"threads": data}, headers={"Cache-Control": "no-store"})
+
+
+async def _json_body(request: Request, limit: int) -> dict[str, Any]:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise BadRunInput("send Content-Type: application/json", status=415)
+    body = await _read_body(request, limit)
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise BadRunInput(f"the body is not valid JSON: {exc}", status=400) from None
+    if not isinstance(data, dict):
+        raise BadRunInput("the body must be a JSON object", status=400)
+    return data
 
 
 def create_app(
@@ -401,9 +474,12 @@ def create_app(
             Route("/health", health),
             Route("/api/info", info),
             Route("/api/agent", agent, methods=["POST"]),
+            Route("/api/threads", threads),
             Route("/api/threads/{thread_id}", thread),
             Route("/api/threads/{thread_id}/journal", journal),
             Route("/api/threads/{thread_id}/leave-plan", leave_plan, methods=["POST"]),
+            Route("/api/threads/{thread_id}/mode", select_mode, methods=["POST"]),
+            Route("/api/threads/{thread_id}/stop", stop, methods=["POST"]),
             Mount("/static", StaticFiles(directory=_static_dir()), name="static"),
         ],
         lifespan=lifespan,
