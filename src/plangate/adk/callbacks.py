@@ -91,6 +91,8 @@ def make_gate(runtime: PlanRuntime) -> Any:
                 asked = await ask_for_call(runtime, loaded, tool, tool_context, verdict.reason)
                 if asked is not None:
                     return asked
+            if record is None or not record.governs_writes():
+                return None  # no approved plan whose scope holds the call (the usual case)
             return await check_capability(runtime, loaded, tool, args or {}, tool_context)
         await runtime.journal(
             scope,
