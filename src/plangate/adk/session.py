@@ -160,7 +160,8 @@ class PlanSession:
         )
 
     async def plan_state(self) -> PlanSessionState:
-        return (await self.runtime.load(self.scope)).state
+        # A copy: the loaded state is shared with the gate's cache.
+        return (await self.runtime.load(self.scope)).state.model_copy(deep=True)
 
     async def record(self) -> PlanRecord | None:
         return (await self.plan_state()).record
