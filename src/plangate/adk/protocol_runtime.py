@@ -52,7 +52,12 @@ from plangate.protocol.tool_plan import (
     render_tool_plan_for_instructions,
     resolve_availability,
 )
-from plangate.store.intents import IntentRepository, IntentRevision, IntentRevisionConflict
+from plangate.store.intents import (
+    IntentRepository,
+    IntentRevision,
+    IntentRevisionConflict,
+    RunBinding,
+)
 from plangate.store.protocol_state import (
     HandoffRecord,
     ProtocolStateStore,
@@ -263,11 +268,14 @@ class ProtocolRuntime:
     ) -> tuple[IntentRevision | None, str | None]:
         """(the run's or the session's resolved revision, the session's own head)."""
         store = await self.store()
-        async with store.engine.connect() as conn:
+
+        async def read(conn: Any) -> tuple[IntentRevision | None, str | None]:
             repo = IntentRepository(conn)
             if run_id is not None:
                 return await repo.resolve_for_run(session_key, run_id), await repo.head(session_key)
             return await repo.resolve(session_key), await repo.head(session_key)
+
+        return await store.read(read)
 
     async def view(self, context: Any) -> _RunView | None:
         """The run this call belongs to: by invocation id, else the scope's running run."""
@@ -463,8 +471,9 @@ class ProtocolRuntime:
     async def _restore(self, scope: PlanScope, record: RunRecord) -> StartResult:
         """The same invocation again (a resumed pause): the stored segment continues."""
         store = await self.store()
-        async with store.engine.connect() as conn:
-            binding = await IntentRepository(conn).binding(scope.session_key, record.run_id)
+        binding = await store.read(
+            lambda conn: IntentRepository(conn).binding(scope.session_key, record.run_id)
+        )
         if binding is None:
             return StartResult(
                 {},
@@ -672,10 +681,13 @@ class ProtocolRuntime:
             for entry in seg.value.ledger
         ]
         store = await self.store()
-        async with store.engine.connect() as conn:
+
+        async def read(conn: Any) -> tuple[RunBinding | None, IntentRevision | None]:
             repo = IntentRepository(conn)
             binding = await repo.binding(scope.session_key, run.run_id)
-            active = await repo.revision(binding.active_revision_id) if binding else None
+            return binding, await repo.revision(binding.active_revision_id) if binding else None
+
+        binding, active = await store.read(read)
         intent = active.as_intent() if active else None
         task_text = effective_intent_text(
             intent.text if intent else None,

@@ -9,7 +9,7 @@ from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.apps import App, ResumabilityConfig
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
-from google.adk.sessions import DatabaseSessionService
+from google.adk.sessions import BaseSessionService, DatabaseSessionService
 from google.genai import types
 
 from plangate.adk.plugin import PlanPlugin
@@ -37,15 +37,24 @@ def build_app(
 
 
 def build_runner(
-    agent: BaseAgent, *, database_url: str | None = None, app_name: str = "plangate"
+    agent: BaseAgent,
+    *,
+    database_url: str | None = None,
+    app_name: str = "plangate",
+    session_service: BaseSessionService | None = None,
 ) -> Runner:
-    """A Runner whose ADK sessions live in the same database as the plans and journal."""
+    """A Runner whose ADK sessions live in the same database as the plans and journal.
+
+    ``session_service`` replaces ADK's ``DatabaseSessionService`` on that database (an
+    in-memory one for tests and benchmarks, say); plans and the journal stay durable.
+    """
     url = resolve_database_url(database_url)
     for governed in _walk(agent):
         runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
         if runtime is not None and runtime.options.database_url is None:
             runtime.database_url = url
-    session_service = DatabaseSessionService(db_url=url)
+    if session_service is None:
+        session_service = DatabaseSessionService(db_url=url)
     return Runner(app=build_app(agent, app_name), session_service=session_service)
 
 

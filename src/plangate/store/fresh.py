@@ -24,12 +24,15 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.pool import StaticPool
+
 from plangate.store.store import Document
 
 if TYPE_CHECKING:
     from plangate.store.store import Store
 
-__all__ = ["FreshDocuments", "ReaderBusy", "SqliteReader"]
+__all__ = ["FreshDocuments", "ReaderBusy", "SqliteReader", "is_busy"]
 
 T = TypeVar("T")
 
@@ -38,6 +41,12 @@ _tokens = itertools.count(1)
 
 class ReaderBusy(Exception):
     """The SQLite file could not be read without waiting; read another way."""
+
+
+def is_busy(exc: BaseException) -> bool:
+    """A read refused because the file was locked (the reader never waits)."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 class SqliteReader:
@@ -54,6 +63,7 @@ class SqliteReader:
         self._row_cursor = self._conn.cursor()
         self.token = next(_tokens)
         """Tells this connection's ``data_version`` values apart from another's."""
+        self._engine: Engine | None = None
 
     def data_version(self) -> int:
         try:
@@ -71,7 +81,18 @@ class SqliteReader:
         except sqlite3.OperationalError as exc:
             raise ReaderBusy(str(exc)) from exc
 
+    def engine(self) -> Engine:
+        """A synchronous SQLAlchemy engine on this very connection, for the repositories'
+        reads (``Store.read``): queries run in the calling thread, in autocommit, with no
+        transaction and so no lock."""
+        if self._engine is None:
+            conn = self._conn
+            self._engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
+        return self._engine
+
     def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose(close=False)
         self._conn.close()
 
 

@@ -151,18 +151,17 @@ class ProtocolStateStore:
     async def latest_running_run(self, scope_key: str) -> RunRecord | None:
         """The newest run of a scope still running (for calls made outside its
         invocation, such as a sub-agent spawned by a tool)."""
-        async with self.store.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(documents.c.data)
-                    .where(
-                        documents.c.kind == RUN_KIND,
-                        documents.c.key.startswith(scope_key + "#"),
-                    )
-                    .order_by(documents.c.updated_at.desc())
-                    .limit(20)
-                )
-            ).all()
+        query = (
+            select(documents.c.data)
+            .where(documents.c.kind == RUN_KIND, documents.c.key.startswith(scope_key + "#"))
+            .order_by(documents.c.updated_at.desc())
+            .limit(20)
+        )
+
+        async def read(conn: Any) -> list[Any]:
+            return list((await conn.execute(query)).all())
+
+        rows = await self.store.read(read)
         for row in rows:
             record = RunRecord.model_validate(row.data)
             if record.status == "running":
