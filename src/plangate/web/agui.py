@@ -810,7 +810,7 @@ def protocol_failure(before: dict[str, Any], after: dict[str, Any]) -> RunErrorE
 
 
 async def _session_state(session: PlanSession, keys: StateKeys) -> dict[str, Any]:
-    stored = await session.session()
+    stored = await session.session(events=False)
     return shared_state(stored.state if stored is not None else {}, keys)
 
 

@@ -176,9 +176,7 @@ class WebState:
         return PlanSession(self.runner, user_id=self.user_id, session_id=thread_id)
 
     async def exists(self, thread_id: str) -> bool:
-        session = await self.runner.session_service.get_session(
-            app_name=self.runner.app_name, user_id=self.user_id, session_id=thread_id
-        )
+        session = await self.plan_session(thread_id).session(events=False)
         return session is not None
 
 
