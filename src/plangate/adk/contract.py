@@ -11,12 +11,19 @@ Kept in one module so an ADK upgrade has one place to look, and pinned by
 - ``BaseTool._get_declaration``: ADK asks every tool for its declaration at every model
   step and builds it from the function's signature each time; the plan tools' never
   changes, so it is built once.
+- Callbacks: ADK calls ``inspect.signature`` on every agent, model and tool callback at
+  every call (to pass its keyword arguments positionally when the names differ); a
+  signature computed once and kept in ``__signature__`` makes that a lookup.
 - Call ids: a function call the model sent without an id gets one from ADK starting with
   ``adk-``, and ADK removes those ids again from the request it sends to the model. Ids a
   model sent itself reach the model unchanged.
 """
 
 from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event
@@ -32,7 +39,10 @@ __all__ = [
     "current_branch_events",
     "is_adk_call_id",
     "refresh_tools_every_step",
+    "signed_once",
 ]
+
+C = TypeVar("C", bound=Callable[..., Any])
 
 ADK_CALL_ID_PREFIX = "adk-"
 """ADK's prefix for the call ids it generates (``AF_FUNCTION_CALL_ID_PREFIX``)."""
@@ -46,6 +56,12 @@ def current_branch_events(ctx: InvocationContext) -> list[Event]:
 def refresh_tools_every_step(toolset: BaseToolset) -> None:
     """Make ADK ask ``toolset.get_tools`` at every model step of an invocation."""
     toolset._use_invocation_cache = False
+
+
+def signed_once(callback: C) -> C:
+    """``callback`` with its signature computed now, so ADK does not compute it per call."""
+    callback.__signature__ = inspect.signature(callback)  # type: ignore[attr-defined]
+    return callback
 
 
 def is_adk_call_id(call_id: str | None) -> bool:

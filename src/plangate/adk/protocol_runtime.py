@@ -52,6 +52,7 @@ from plangate.protocol.tool_plan import (
     render_tool_plan_for_instructions,
     resolve_availability,
 )
+from plangate.store.fresh import FreshReads
 from plangate.store.intents import (
     IntentRepository,
     IntentRevision,
@@ -193,6 +194,7 @@ class ProtocolRuntime:
         self._fallback_url = fallback_database_url
         self._tool_sources: dict[str, str] = {}
         self._pending: dict[tuple[str, str], _Pending] = {}
+        self._intents: FreshReads[tuple[IntentRevision | None, str | None]] = FreshReads()
         self.replaced_answers: set[str] = set()
         """Runs whose final model answer the completion gate already replaced."""
 
@@ -275,7 +277,8 @@ class ProtocolRuntime:
                 return await repo.resolve_for_run(session_key, run_id), await repo.head(session_key)
             return await repo.resolve(session_key), await repo.head(session_key)
 
-        return await store.read(read)
+        # Asked at every step (mirror, instructions); unchanged until something commits.
+        return await self._intents.get(store, (session_key, run_id), lambda: store.read(read))
 
     async def view(self, context: Any) -> _RunView | None:
         """The run this call belongs to: by invocation id, else the scope's running run."""

@@ -46,7 +46,7 @@ from google.adk.tools.base_toolset import BaseToolset
 from google.genai import types
 
 from plangate.adk.boundary import install_boundary
-from plangate.adk.contract import current_branch_events
+from plangate.adk.contract import current_branch_events, signed_once
 from plangate.adk.protocol_runtime import PROTOCOL_MARKER, ProtocolRuntime
 from plangate.policy.effects import Effect, declare_effect
 from plangate.protocol.classifier import (
@@ -373,7 +373,7 @@ def setup_protocols(agent: LlmAgent, options: ProtocolOptions | None = None) -> 
         model_classifier=agent_model_classifier,
         fallback_database_url=plan_database_url,
     )
-    callbacks = _make_callbacks(runtime, agent)
+    callbacks = {name: signed_once(c) for name, c in _make_callbacks(runtime, agent).items()}
     agent.tools = [*agent.tools, ProtocolToolSet(runtime)]
     # Routing must happen before anything else may end the run or call the model.
     agent.before_agent_callback = [

@@ -21,7 +21,7 @@ import itertools
 import json
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqlalchemy import Engine, create_engine
@@ -32,7 +32,7 @@ from plangate.store.store import Document
 if TYPE_CHECKING:
     from plangate.store.store import Store
 
-__all__ = ["FreshDocuments", "ReaderBusy", "SqliteReader", "is_busy"]
+__all__ = ["FreshDocuments", "FreshReads", "ReaderBusy", "SqliteReader", "is_busy"]
 
 T = TypeVar("T")
 
@@ -151,3 +151,34 @@ class FreshDocuments(Generic[T]):
 
     def forget(self, key: str) -> None:
         self._entries.pop(key, None)
+
+
+class FreshReads(Generic[T]):
+    """Results of reads of committed rows (a query of several tables, say), kept while no
+    connection commits to the SQLite file; elsewhere every get reads.
+
+    The stamp is taken before the read: a commit landing during the read changes the stamp
+    again, so the value is read anew next time rather than trusted stale.
+    """
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[Any, tuple[tuple[int, int], T]] = OrderedDict()
+
+    async def get(self, store: Store, key: Any, read: Callable[[], Awaitable[T]]) -> T:
+        reader = store.reader
+        if reader is None:
+            return await read()
+        try:
+            stamp = (reader.token, reader.data_version())
+        except ReaderBusy:
+            return await read()
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] == stamp:
+            self._entries.move_to_end(key)
+            return entry[1]
+        value = await read()
+        self._entries[key] = (stamp, value)
+        self._entries.move_to_end(key)
+        if len(self._entries) > _MAX_ENTRIES:
+            self._entries.popitem(last=False)
+        return value

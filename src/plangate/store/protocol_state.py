@@ -24,6 +24,7 @@ from plangate.protocol.definitions import LedgerEntry, ProtocolState
 from plangate.protocol.handoff import ProtocolEvent
 from plangate.store.schema import documents
 from plangate.store.store import Conflict, Store, Transaction
+from plangate.store.writes import Put, commit
 
 __all__ = [
     "RUN_KIND",
@@ -184,6 +185,19 @@ class ProtocolStateStore:
     ) -> None:
         """One transaction: segment and run documents (each with the version it expects,
         0 = new), journal events, then ``within``. Any ``Conflict`` rolls back all."""
+        if within is None:
+            # Documents and journal rows only: one hop to the commit thread on SQLite.
+            puts = [
+                Put(SEGMENT_KIND, _segment_key(scope_key, state.segment_id), _dump(state), expected)
+                for state, expected in segments
+            ]
+            if run is not None:
+                record, expected = run
+                puts.append(
+                    Put(RUN_KIND, _run_key(scope_key, record.run_id), _dump(record), expected)
+                )
+            await commit(self.store, puts, [(scope_key, event) for event in events])
+            return
         async with self.store.transaction() as tx:
             for state, expected in segments:
                 await tx.put(

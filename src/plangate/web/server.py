@@ -502,7 +502,9 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(128)
+    # Room for a burst of connections (hundreds of tabs or clients at once); a full
+    # backlog makes the kernel drop SYNs, and the client retries only after a second.
+    sock.listen(2048)
     sock.setblocking(False)
     return sock
 
