@@ -194,6 +194,7 @@ class ProtocolRuntime:
         self._fallback_url = fallback_database_url
         self._tool_sources: dict[str, str] = {}
         self._pending: dict[tuple[str, str], _Pending] = {}
+        self._availability: dict[tuple[ProtocolRef, str], ToolPlan] = {}
         self._intents: FreshReads[tuple[IntentRevision | None, str | None]] = FreshReads()
         self.replaced_answers: set[str] = set()
         """Runs whose final model answer the completion gate already replaced."""
@@ -237,6 +238,7 @@ class ProtocolRuntime:
             name = getattr(tool, "name", None)
             if name and name not in self._tool_sources:
                 self._tool_sources[name] = _tool_source(tool)
+                self._availability.clear()
 
     def tool_plan(self) -> ToolPlan:
         groups: dict[str, list[str]] = {}
@@ -254,9 +256,16 @@ class ProtocolRuntime:
         )
 
     def available(self, state: ProtocolState) -> ToolPlan:
-        return resolve_availability(
-            self.tool_plan(), state, authorized=self.authorized, definitions=self.definitions
-        )
+        # Asked at every model step; it follows from the tools learnt so far and the
+        # segment's protocol and phase alone, so it is worked out once per phase.
+        key = (state.protocol, state.phase)
+        plan = self._availability.get(key)
+        if plan is None:
+            plan = resolve_availability(
+                self.tool_plan(), state, authorized=self.authorized, definitions=self.definitions
+            )
+            self._availability[key] = plan
+        return plan
 
     def _requirements(self, protocol: ProtocolRef, task_text: str) -> tuple[str, ...]:
         definition = self.definitions.get(protocol)

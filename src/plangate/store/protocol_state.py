@@ -22,8 +22,9 @@ from sqlalchemy import select
 from plangate.journal.events import JournalEvent
 from plangate.protocol.definitions import LedgerEntry, ProtocolState
 from plangate.protocol.handoff import ProtocolEvent
+from plangate.store.fresh import FreshDocuments
 from plangate.store.schema import documents
-from plangate.store.store import Conflict, Store, Transaction
+from plangate.store.store import Conflict, Document, Store, Transaction
 from plangate.store.writes import Put, commit
 
 __all__ = [
@@ -42,6 +43,7 @@ RUN_KIND = "protocol_run"
 
 RunStatus = Literal["running", "completed", "degraded", "partial", "failed"]
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 Within = Callable[[Transaction], Awaitable[Any]]
 """Extra writes (intent revision, binding) that must share the transaction."""
 
@@ -111,6 +113,21 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True)
 
 
+def _decoder(model: type[M]) -> Callable[[str, Document | None], Versioned[M] | None]:
+    def decode(_key: str, document: Document | None) -> Versioned[M] | None:
+        if document is None:
+            return None
+        return Versioned(model.model_validate(document.data), document.version)
+
+    return decode
+
+
+# Read at every step and after every tool; decoded once per committed version. The
+# values are frozen models, so sharing them is safe.
+_runs = FreshDocuments(RUN_KIND, _decoder(RunRecord))
+_segments = FreshDocuments(SEGMENT_KIND, _decoder(ProtocolState))
+
+
 class ProtocolStateStore:
     """Runs, segments and the protocol journal of one store; scoped by a scope key
     (``app/user/session/agent``), the same key the plan journal uses."""
@@ -121,16 +138,10 @@ class ProtocolStateStore:
     # -- reads ----------------------------------------------------------------------
 
     async def run(self, scope_key: str, run_id: str) -> Versioned[RunRecord] | None:
-        document = await self.store.get(RUN_KIND, _run_key(scope_key, run_id))
-        if document is None:
-            return None
-        return Versioned(RunRecord.model_validate(document.data), document.version)
+        return await _runs.get(self.store, _run_key(scope_key, run_id))
 
     async def segment(self, scope_key: str, segment_id: str) -> Versioned[ProtocolState] | None:
-        document = await self.store.get(SEGMENT_KIND, _segment_key(scope_key, segment_id))
-        if document is None:
-            return None
-        return Versioned(ProtocolState.model_validate(document.data), document.version)
+        return await _segments.get(self.store, _segment_key(scope_key, segment_id))
 
     async def segments(self, scope_key: str, run: RunRecord) -> list[Versioned[ProtocolState]]:
         found = []
