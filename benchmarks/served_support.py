@@ -143,20 +143,30 @@ def plangate_runner(shape: str, folder: Path, sessions: str, delay: float = 0.0)
 
 
 def bare_runner(shape: str, folder: Path, sessions: str, delay: float = 0.0) -> Any:
-    """Bare ADK: an LlmAgent with the same workspace tools and model, no plangate."""
+    """Bare ADK: an ``LlmAgent`` with the tools of the served agent that are not
+    plangate's (workspace, todos, sub-agents, data), its instruction and the same model;
+    no Plan Mode, no protocols, no plugin."""
     from google.adk.agents import LlmAgent
     from google.adk.runners import Runner
     from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 
-    from plangate.agent.coding_agent import INSTRUCTION
+    from plangate.agent.coding_agent import AGENT_NAME, INSTRUCTION
+    from plangate.agent.data_agent import DATA_INSTRUCTION
+    from plangate.agent.subagents import subagent_tools
+    from plangate.agent.todos import todo_write_tool
     from plangate.agent.workspace import Workspace, copy_sample_workspace, workspace_tools
+    from plangate.data import DataCatalog, DataTools
+    from plangate.data.adk_tools import data_adk_tools
 
     root = copy_sample_workspace(folder / "ws")
+    tools: list[Any] = [*workspace_tools(Workspace(root)), todo_write_tool(AGENT_NAME)]
+    tools.extend(subagent_tools(tools))
+    tools.extend(data_adk_tools(DataTools(DataCatalog(cache_dir=folder / "data"))))
     agent = LlmAgent(
-        name="coder",
+        name=AGENT_NAME,
         model=BenchModel(shape=shape, delay=delay),
-        instruction=INSTRUCTION,
-        tools=workspace_tools(Workspace(root)),
+        instruction=f"{INSTRUCTION}\n\n{DATA_INSTRUCTION}",
+        tools=tools,
     )
     if sessions == "memory":
         service: Any = InMemorySessionService()
