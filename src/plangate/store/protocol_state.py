@@ -25,7 +25,7 @@ from plangate.protocol.handoff import ProtocolEvent
 from plangate.store.fresh import FreshDocuments
 from plangate.store.schema import documents
 from plangate.store.store import Conflict, Document, Store, Transaction
-from plangate.store.writes import Put, commit
+from plangate.store.writes import Put, commit, transact
 
 __all__ = [
     "RUN_KIND",
@@ -209,7 +209,8 @@ class ProtocolStateStore:
                 )
             await commit(self.store, puts, [(scope_key, event) for event in events])
             return
-        async with self.store.transaction() as tx:
+
+        async def work(tx: Transaction) -> None:
             for state, expected in segments:
                 await tx.put(
                     SEGMENT_KIND,
@@ -226,8 +227,10 @@ class ProtocolStateStore:
                     expected_version=expected,
                 )
             await tx.append_all(scope_key, events)
-            if within is not None:
-                await within(tx)
+            await within(tx)
+
+        # One hop on SQLite: a run start is one commit, whatever it holds.
+        await transact(self.store, work)
 
     async def create(
         self,
