@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.apps import App, ResumabilityConfig
@@ -42,10 +42,13 @@ def build_runner(
     database_url: str | None = None,
     app_name: str = "plangate",
     session_service: BaseSessionService | None = None,
+    sessions: Literal["adk", "plangate"] = "adk",
 ) -> Runner:
     """A Runner whose ADK sessions live in the same database as the plans and journal.
 
-    ``session_service`` replaces ADK's ``DatabaseSessionService`` on that database (an
+    ``sessions`` picks who keeps them there: ``"adk"``, ADK's ``DatabaseSessionService``,
+    or ``"plangate"``, :class:`~plangate.adk.sessions.StoreSessionService` on plangate's
+    own store (an event appended in one commit). ``session_service`` replaces both (an
     in-memory one for tests and benchmarks, say); plans and the journal stay durable.
     """
     url = resolve_database_url(database_url)
@@ -53,7 +56,11 @@ def build_runner(
         runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
         if runtime is not None and runtime.options.database_url is None:
             runtime.database_url = url
-    if session_service is None:
+    if session_service is None and sessions == "plangate":
+        from plangate.adk.sessions import StoreSessionService
+
+        session_service = StoreSessionService(url)
+    elif session_service is None:
         session_service = DatabaseSessionService(db_url=url)
     return Runner(app=build_app(agent, app_name), session_service=session_service)
 
