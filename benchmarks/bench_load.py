@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import httpx
-from served_support import percentile, served_run, start_server
+from served_support import SESSIONS, percentile, served_run, start_server
 
 LIMITS = httpx.Limits(max_connections=2000, max_keepalive_connections=2000)
 
@@ -113,7 +113,7 @@ async def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--open", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=60.0)
-    parser.add_argument("--sessions", choices=("sqlite", "memory"), default="sqlite")
+    parser.add_argument("--sessions", choices=SESSIONS, default="sqlite")
     parser.add_argument("--skip", nargs="*", default=[], choices=("rates", "saturation", "open"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import httpx
 from served_support import (
+    SESSIONS,
     SHAPES,
     Server,
     bare_run,
@@ -169,9 +170,7 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
-    parser.add_argument(
-        "--sessions", nargs="+", choices=("memory", "sqlite"), default=["memory", "sqlite"]
-    )
+    parser.add_argument("--sessions", nargs="+", choices=SESSIONS, default=list(SESSIONS))
     parser.add_argument(
         "--profile",
         type=Path,

@@ -32,6 +32,10 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
+SESSIONS = ("memory", "sqlite", "plangate")
+"""ADK's in-memory sessions, ADK's DatabaseSessionService on SQLite, plangate's
+StoreSessionService on SQLite."""
+
 SHAPES = ("trivial", "tool")
 """``trivial``: one model step answering text. ``tool``: a step that calls ``Read`` (which
 passes the plan gate on plangate) and a step answering text."""
@@ -138,7 +142,10 @@ def plangate_runner(shape: str, folder: Path, sessions: str, delay: float = 0.0)
         agent = build_coding_agent(root, model, data=DataCatalog(cache_dir=folder / "data"))
         service = InMemorySessionService() if sessions == "memory" else None
         return build_runner(
-            agent, database_url=f"sqlite:///{folder / 'plangate.db'}", session_service=service
+            agent,
+            database_url=f"sqlite:///{folder / 'plangate.db'}",
+            session_service=service,
+            sessions="plangate" if sessions == "plangate" else "adk",
         )
 
 
@@ -170,6 +177,10 @@ def bare_runner(shape: str, folder: Path, sessions: str, delay: float = 0.0) -> 
     )
     if sessions == "memory":
         service: Any = InMemorySessionService()
+    elif sessions == "plangate":
+        from plangate.adk.session_service import StoreSessionService
+
+        service = StoreSessionService(f"sqlite:///{folder / 'adk.db'}")
     else:
         service = DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{folder / 'adk.db'}")
     return Runner(app_name="bare", agent=agent, session_service=service)
@@ -231,7 +242,7 @@ def serve_main(argv: list[str]) -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", choices=SHAPES, default="trivial")
-    parser.add_argument("--sessions", choices=("sqlite", "memory"), default="sqlite")
+    parser.add_argument("--sessions", choices=SESSIONS, default="sqlite")
     parser.add_argument("--folder", type=Path, required=True)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--profile", type=Path, default=None)

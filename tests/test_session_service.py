@@ -20,7 +20,7 @@ from google.genai import types
 from plangate.adk import setup_plan
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
-from plangate.adk.sessions import StoreSessionService
+from plangate.adk.session_service import StoreSessionService
 from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.store.urls import resolve_database_url
 

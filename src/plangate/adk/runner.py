@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
@@ -16,7 +17,9 @@ from plangate.adk.plugin import PlanPlugin
 from plangate.adk.setup import plan_runtime
 from plangate.store.urls import resolve_database_url
 
-__all__ = ["build_app", "build_runner", "function_reply"]
+__all__ = ["SESSIONS_ENV_VAR", "build_app", "build_runner", "function_reply"]
+
+SESSIONS_ENV_VAR = "PLANGATE_SESSIONS"
 
 
 def build_app(
@@ -42,22 +45,29 @@ def build_runner(
     database_url: str | None = None,
     app_name: str = "plangate",
     session_service: BaseSessionService | None = None,
-    sessions: Literal["adk", "plangate"] = "adk",
+    sessions: Literal["adk", "plangate"] | None = None,
 ) -> Runner:
     """A Runner whose ADK sessions live in the same database as the plans and journal.
 
     ``sessions`` picks who keeps them there: ``"adk"``, ADK's ``DatabaseSessionService``,
-    or ``"plangate"``, :class:`~plangate.adk.sessions.StoreSessionService` on plangate's
-    own store (an event appended in one commit). ``session_service`` replaces both (an
-    in-memory one for tests and benchmarks, say); plans and the journal stay durable.
+    or ``"plangate"``, :class:`~plangate.adk.session_service.StoreSessionService` on plangate's
+    own store (an event appended in one commit); without it, ``PLANGATE_SESSIONS``, else
+    ``"adk"``. ``session_service`` replaces both (an in-memory one for tests and
+    benchmarks, say); plans and the journal stay durable.
     """
+    sessions = sessions or os.environ.get(SESSIONS_ENV_VAR) or "adk"  # type: ignore[assignment]
+    if sessions not in ("adk", "plangate"):
+        raise ValueError(
+            f"{SESSIONS_ENV_VAR} must be 'adk' (ADK's DatabaseSessionService) or 'plangate' "
+            f"(sessions on plangate's store), got {sessions!r}"
+        )
     url = resolve_database_url(database_url)
     for governed in _walk(agent):
         runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
         if runtime is not None and runtime.options.database_url is None:
             runtime.database_url = url
     if session_service is None and sessions == "plangate":
-        from plangate.adk.sessions import StoreSessionService
+        from plangate.adk.session_service import StoreSessionService
 
         session_service = StoreSessionService(url)
     elif session_service is None:
