@@ -11,8 +11,9 @@ run is a new thread saying "hello" (one model step, plus the protocol classifier
    whether or not earlier ones finished; p50/p99 latency, errors, completed runs/s.
 2. Saturation: ``--clients`` closed-loop clients back to back for ``--seconds``; runs/s.
 3. Open runs: a model that sleeps 1 s per call (like a real one). One run alone, then
-   ``--open`` runs started at once; the added latency is each run's latency minus the
-   single run's. The same with the instant model (#11's 200 concurrent threads).
+   ``--open`` runs started at once, and started evenly over ``--spread`` seconds; the
+   added latency is each run's latency minus the single run's. The same at once with the
+   instant model (#11's 200 concurrent threads).
 
 Everything is bounded: a run that takes longer than ``--timeout`` s counts as an error.
 The client shares the machine's cores with the server: on a 2-core box it takes part of
@@ -87,22 +88,31 @@ async def saturation(url: str, clients: int, seconds: float, timeout: float) -> 
     return _summary(results, elapsed)
 
 
-async def open_runs(url: str, count: int, timeout: float) -> str:
+async def open_runs(url: str, count: int, timeout: float, spread: float = 0.0) -> str:
+    """``count`` runs started at once (``spread`` 0) or evenly over ``spread`` seconds;
+    the added latency is each one's latency minus a single run's, measured alone."""
     async with httpx.AsyncClient(timeout=timeout, limits=LIMITS) as client:
         singles = [await _timed(client, url, timeout) for _ in range(3)]
         assert all(failure is None for _, failure in singles), singles
         single = statistics.median(latency for latency, _ in singles)
         start = time.perf_counter()
-        results = await asyncio.gather(*(_timed(client, url, timeout) for _ in range(count)))
+
+        async def one(i: int) -> tuple[float, str | None]:
+            await asyncio.sleep(i * spread / count)
+            return await _timed(client, url, timeout)
+
+        results = await asyncio.gather(*(one(i) for i in range(count)))
         elapsed = time.perf_counter() - start
     added = [latency - single for latency, failure in results if failure is None]
-    errors = sum(1 for _, failure in results if failure is not None)
+    errors = [failure for _, failure in results if failure is not None]
+    how = "at once" if not spread else f"over {spread:.0f} s"
     if not added:
-        return f"single run {single * 1e3:.1f} ms; no run of {count} finished"
+        return f"single run {single * 1e3:.1f} ms; no run of {count} finished ({errors[:1]})"
     return (
-        f"single run {single * 1e3:7.1f} ms; {count} at once: added p50 "
+        f"single run {single * 1e3:7.1f} ms; {count} {how}: added p50 "
         f"{statistics.median(added) * 1e3:7.1f} ms  p99 {percentile(added, 0.99) * 1e3:7.1f} ms"
-        f"  errors {errors}/{count}  (all done in {elapsed:.2f} s)"
+        f"  errors {len(errors)}/{count}  (all done in {elapsed:.2f} s)"
+        + (f"  (first error: {errors[0]})" if errors else "")
     )
 
 
@@ -113,6 +123,9 @@ async def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--open", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument(
+        "--spread", type=float, nargs="*", default=[10.0], help="also start --open runs over S s"
+    )
     parser.add_argument("--sessions", choices=SESSIONS, default="sqlite")
     parser.add_argument("--skip", nargs="*", default=[], choices=("rates", "saturation", "open"))
     args = parser.parse_args()
@@ -140,6 +153,9 @@ async def main() -> None:
                 await fixed_rate(server.url, 5, 1, args.timeout)  # warm-up
                 result = await open_runs(server.url, args.open, args.timeout)
                 print(f"  model waiting 1 s per call: {result}")
+                for spread in args.spread:
+                    result = await open_runs(server.url, args.open, args.timeout, spread)
+                    print(f"  model waiting 1 s per call: {result}")
             finally:
                 server.stop()
 
