@@ -9,6 +9,7 @@ from typing import Any
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
+from plangate.adk import telemetry
 from plangate.adk.capability import ask_for_call, check_capability, read_only_hint
 from plangate.adk.replies import apply_replies
 from plangate.adk.runtime import PlanRuntime
@@ -37,6 +38,7 @@ _MAX_ATTEMPTS = 5
 
 
 def make_gate(runtime: PlanRuntime) -> Any:
+    @telemetry.traced_gate
     async def plangate_gate(
         tool: Any, args: dict[str, Any], tool_context: Any
     ) -> dict[str, Any] | None:
@@ -58,6 +60,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
         if verdict is not None:
             await _journal_verdict(runtime, scope, record, tool, tool_context, verdict)
             if verdict.decision is Decision.DENY:  # deny first: nothing outranks it
+                telemetry.gate_decided(tool.name, verdict, record, planning)
                 return {"error": f"POLICY_DENIED: tool '{tool.name}' is denied: {verdict.reason}."}
         # The profile of any process this call starts follows the plan state read just now,
         # and so do the paths it may write (the approved plan's scope).
@@ -72,6 +75,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
             corrupt=loaded.corrupt is not None,
             selection_active=selection_active,
         )
+        telemetry.gate_decided(tool.name, decision, record, planning)
         if decision.allowed:
             if verdict is not None and verdict.decision is Decision.ASK:
                 asked = await ask_for_call(runtime, loaded, tool, tool_context, verdict.reason)

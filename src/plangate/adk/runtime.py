@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from plangate.adk import telemetry
 from plangate.adk.options import PlanOptions
 from plangate.adk.scope import PlanScope
 from plangate.journal.events import JournalEvent
@@ -132,6 +133,7 @@ class PlanRuntime:
                     await tx.append(scope.key, event)
             for event in events:
                 await tx.append(scope.key, event)
+        telemetry.journaled(scope.key, transitions, events)  # committed: now it may be told
         return version
 
     async def reset_corrupt(
@@ -183,6 +185,8 @@ class PlanRuntime:
                 await tx.append(scope.key, event)
         except Exception:  # journaling a refusal must never turn it into a crash
             log.exception("could not journal %s", event.kind)
+        else:
+            telemetry.journaled(scope.key, events=(event,))
 
     async def notify(self, decisions: Iterable[ApprovalEvent | None], agent_name: str) -> None:
         callback = self.options.on_approval
