@@ -127,12 +127,14 @@ def journaled(
     first, as the store writes them)."""
     if not _tracer_is_live():
         return
+    facts = [e for t in transitions for e in t.events]
+    facts.extend(events)
+    if not facts:  # a commit of state alone (a mirrored selection) tells nothing new
+        return
     with _tracer.start_as_current_span(JOURNAL_SPAN) as span:
         if not span.is_recording():
             return
         span.set_attribute("plangate.scope", scope_key)
-        facts = [e for t in transitions for e in t.events]
-        facts.extend(events)
         for event in facts:
             attributes = event_attributes(event)
             span.add_event(f"plangate.{event.kind}", attributes, _nanos(event.at))
