@@ -133,9 +133,7 @@ async def test_a_demo_run_reports_gate_decisions_transitions_requests_and_routin
 
     # Allowed calls say so too: a proven read-only command while planning, and the edit
     # that runs once the plan is approved.
-    allowed = [
-        s for s in named(finished, telemetry.GATE_SPAN) if s.attributes["plangate.tool.ran"]
-    ]
+    allowed = [s for s in named(finished, telemetry.GATE_SPAN) if s.attributes["plangate.tool.ran"]]
     assert {
         (s.attributes["plangate.tool"], s.attributes["plangate.plan.status"]) for s in allowed
     } >= {("Bash", "exploring"), ("Edit", "approved")}
