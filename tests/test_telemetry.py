@@ -27,11 +27,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from harness import Harness
 from plangate.adk import telemetry
 from plangate.adk.protocols import get_protocol_state
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
 from plangate.agent.coding_agent import build_coding_agent
+from plangate.agent.data_agent import build_data_agent
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.data import DataCatalog
 from plangate.journal.events import JournalEvent
@@ -376,3 +378,43 @@ def test_plangate_chat_exports_spans_where_the_otlp_endpoint_points(tmp_path: Pa
     ]
     assert denied and denied[0]["plangate.gate.code"] == "PLAN_MODE_GATE"
     assert "/v1/traces" in otlp.paths
+
+
+async def test_the_data_demo_reports_each_route_the_refusal_and_the_handoff(
+    spans: InMemorySpanExporter, tmp_path: Path, database_url: str
+) -> None:
+    """An unsure classifier routes to general-task and its data call is refused; "try
+    again" inherits the task, hands off to data-analysis and moves the session's intent."""
+    agent = build_data_agent(DemoModel(), DataCatalog(cache_dir=tmp_path / "data"))
+    h = Harness(agent, database_url)
+    await h.start()
+    await h.send("revenue by region last quarter")
+    first = get_protocol_state(await h.session(), agent.name)
+    await h.send("try again")
+    second = get_protocol_state(await h.session(), agent.name)
+    assert first is not None and second is not None
+    finished = spans.get_finished_spans()
+
+    routes = [s.attributes for s in named(finished, telemetry.ROUTE_SPAN)]
+    assert [
+        (r["plangate.protocol"], r["plangate.route.reason_codes"], r["plangate.intent.change"])
+        for r in routes
+    ] == [
+        ("general-task@1", ("GENERAL_TASK_DEFAULT",), "initial"),
+        ("general-task@1", ("SESSION_INTENT_INHERITED",), "none"),
+    ]
+    assert routes[0]["plangate.intent.revision"] == first["intent"]["revision_id"]
+    # The second run starts on the same revision; its handoff then moves the intent.
+    assert routes[1]["plangate.intent.revision"] == first["intent"]["revision_id"]
+    assert second["intent"]["revision_id"] != first["intent"]["revision_id"]
+
+    refused = events(finished, "plangate.protocol.action.rejected")
+    assert refused and refused[0]["plangate.detail.reasonCode"].startswith("ACTION_NOT_ALLOWED")
+    (accepted,) = events(finished, "plangate.protocol.handoff.accepted")
+    assert accepted["plangate.actor"] == agent.name
+    started = events(finished, "plangate.protocol.segment.started")
+    assert [e["plangate.detail.protocol"] for e in started] == [
+        "general-task@1",
+        "general-task@1",
+        "data-analysis@1",
+    ]

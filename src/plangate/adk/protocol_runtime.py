@@ -448,6 +448,7 @@ class ProtocolRuntime:
 
         await states.create(scope.key, record, segment, events, within=bind_intent)
         telemetry.routed(decision, bound[0] if bound else None, transition)
+        telemetry.journaled(scope.key, events=events)
 
     def _explicit_selection(self, context: Any) -> ProtocolRef | None:
         key = self.options.selection_state_key
@@ -553,6 +554,7 @@ class ProtocolRuntime:
             view.segment.value.segment_id,
             lambda s: (record_action(s, rejected.action, rejected, tool=tool), [event]),
         )
+        telemetry.journaled(view.scope.key, events=(event,))
 
     @staticmethod
     def _refusal(rejected: Rejected, tool: str) -> dict[str, Any]:
@@ -718,6 +720,7 @@ class ProtocolRuntime:
                 segments=[(decision.source_state, segment_v.version)] if changed else [],
                 events=events,
             )
+            telemetry.journaled(scope.key, events=events)
             return {
                 "error": f"{decision.reason_code}: the handoff to {target} was rejected",
                 "status": "rejected",
@@ -776,6 +779,7 @@ class ProtocolRuntime:
                 "status": "failed",
                 **self._observation(segment_v.value),
             }
+        telemetry.journaled(scope.key, events=events)
         tool_context.state[self.state_key] = await self.mirror(scope, run.run_id)
         return {
             "status": "accepted",
