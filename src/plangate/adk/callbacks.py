@@ -59,8 +59,8 @@ def make_gate(runtime: PlanRuntime) -> Any:
             effect = rules.effect_of(tool.name)
         if verdict is not None:
             await _journal_verdict(runtime, scope, record, tool, tool_context, verdict)
+            telemetry.gate_decided(tool.name, verdict, record, planning)
             if verdict.decision is Decision.DENY:  # deny first: nothing outranks it
-                telemetry.gate_decided(tool.name, verdict, record, planning)
                 return {"error": f"POLICY_DENIED: tool '{tool.name}' is denied: {verdict.reason}."}
         # The profile of any process this call starts follows the plan state read just now,
         # and so do the paths it may write (the approved plan's scope).
@@ -75,13 +75,14 @@ def make_gate(runtime: PlanRuntime) -> Any:
             corrupt=loaded.corrupt is not None,
             selection_active=selection_active,
         )
-        telemetry.gate_decided(tool.name, decision, record, planning)
         if decision.allowed:
+            telemetry.gate_decided(tool.name, decision, record, planning)
             if verdict is not None and verdict.decision is Decision.ASK:
                 asked = await ask_for_call(runtime, loaded, tool, tool_context, verdict.reason)
                 if asked is not None:
                     return asked
             return await check_capability(runtime, loaded, tool, args or {}, tool_context)
+        telemetry.gate_decided(tool.name, decision, record, planning)
         await runtime.journal(
             scope,
             JournalEvent(

@@ -104,6 +104,7 @@ class PlanRuntime:
             return Loaded(PlanSessionState(), -1, exc.reason, document)
         return Loaded(state, document.version)
 
+    @telemetry.told_when_committed
     async def commit(
         self,
         scope: PlanScope,
@@ -133,7 +134,6 @@ class PlanRuntime:
                     await tx.append(scope.key, event)
             for event in events:
                 await tx.append(scope.key, event)
-        telemetry.journaled(scope.key, transitions, events)  # committed: now it may be told
         return version
 
     async def reset_corrupt(

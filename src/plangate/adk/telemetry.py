@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
@@ -46,12 +47,15 @@ GATE_SPAN = "plangate.gate"
 JOURNAL_SPAN = "plangate.journal"
 ROUTE_SPAN = "plangate.route"
 
+GATE_CODE = "PLAN_MODE_GATE"
+"""The code of every plan-gate refusal."""
 POLICY_DENIED_CODE = "POLICY_DENIED"
-"""The code of a call the policy file denies (its refusal text starts with it)."""
+"""The code of a call the policy file denies."""
 
 _tracer = trace.get_tracer("plangate")
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 Gate = Callable[[Any, dict[str, Any], Any], Awaitable[dict[str, Any] | None]]
 
 # Journal details that carry what the user or the model wrote (tool arguments, diffs) stay
@@ -95,10 +99,11 @@ def gate_decided(
     if not span.is_recording():
         return
     if isinstance(decision, GateDecision):
-        allowed, code = decision.allowed, decision.code
+        allowed, code = decision.allowed, None if decision.allowed else GATE_CODE
+    elif decision.decision is Decision.DENY:
+        allowed, code = False, POLICY_DENIED_CODE
     else:
-        allowed = decision.decision is not Decision.DENY
-        code = None if allowed else POLICY_DENIED_CODE
+        return  # a policy allow or ask: the plan gate decides next, and that is told
     attributes: dict[str, AttributeValue] = {
         "plangate.tool": tool,
         "plangate.gate.verdict": "allow" if allowed else "deny",
@@ -147,6 +152,23 @@ def journaled(
                     _nanos(event.at),
                 )
         span.set_attribute("plangate.journal.count", len(facts))
+
+
+def told_when_committed(commit: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
+    """Tell the facts of a plan commit (``PlanRuntime.commit``: its ``scope``,
+    ``transitions`` and ``events``) once it has committed; a compare-and-set that lost
+    tells nothing."""
+    signature = inspect.signature(commit)
+
+    @functools.wraps(commit)
+    async def committed(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        result = await commit(*args, **kwargs)
+        if _tracer_is_live():
+            given = signature.bind(*args, **kwargs).arguments
+            journaled(given["scope"].key, given.get("transitions", ()), given.get("events", ()))
+        return result
+
+    return committed
 
 
 def event_attributes(event: JournalEvent) -> dict[str, AttributeValue]:

@@ -15,16 +15,12 @@ __all__ = [
     "DEFAULT_READONLY_SUBAGENT_TYPES",
     "DEFAULT_READONLY_TOOL_NAMES",
     "DEFAULT_WRITE_TOOL_NAMES",
-    "GATE_CODE",
     "PLAN_TOOL_NAMES",
     "GateDecision",
     "GatePolicy",
     "ToolCall",
     "decide",
 ]
-
-GATE_CODE = "PLAN_MODE_GATE"
-"""The code of every plan-gate refusal."""
 
 PLAN_TOOL_NAMES = frozenset(
     {"enter_plan_mode", "update_plan_content", "exit_plan_mode", "ask_user_question"}
@@ -71,8 +67,6 @@ class GateDecision:
     allowed: bool
     reason: str
     message: str = ""
-    code: str | None = None
-    """Why a call was refused, as a stable code (``PLAN_MODE_GATE``); None when allowed."""
 
     def to_result(self) -> dict[str, Any]:
         return {"error": self.message}
@@ -102,13 +96,13 @@ def _decide_corrupt(call: ToolCall, policy: GatePolicy, reason: str) -> GateDeci
             return verdict
         why, alternative = verdict.reason, "use read-only tools only"
     message = (
-        f"{GATE_CODE}: tool '{call.name}' is blocked because the stored plan state is "
+        f"PLAN_MODE_GATE: tool '{call.name}' is blocked because the stored plan state is "
         f"corrupt ({reason}) and {why}. Only read-only tools run until the user resets it. "
         f"Instead: {alternative}, and ask the user to leave Plan Mode (/plan off, the "
         "Agent toggle or the editor's default mode), which archives the corrupt state and "
         "resets it."
     )
-    return GateDecision(False, f"corrupt plan state: {why}", message, GATE_CODE)
+    return GateDecision(False, f"corrupt plan state: {why}", message)
 
 
 def decide(
@@ -234,8 +228,8 @@ def _hint(status: PlanStatus) -> str:
 
 def _deny(call: ToolCall, status: str, why: str, hint: str) -> GateDecision:
     message = (
-        f"{GATE_CODE}: tool '{call.name}' is blocked while the plan is '{status}' "
+        f"PLAN_MODE_GATE: tool '{call.name}' is blocked while the plan is '{status}' "
         f"({why}). Only read-only tools run until the user approves the plan. "
         f"Instead: {hint}."
     )
-    return GateDecision(False, why, message, GATE_CODE)
+    return GateDecision(False, why, message)
