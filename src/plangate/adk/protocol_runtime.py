@@ -720,7 +720,6 @@ class ProtocolRuntime:
                 segments=[(decision.source_state, segment_v.version)] if changed else [],
                 events=events,
             )
-            telemetry.journaled(scope.key, events=events)
             return {
                 "error": f"{decision.reason_code}: the handoff to {target} was rejected",
                 "status": "rejected",
@@ -779,8 +778,8 @@ class ProtocolRuntime:
                 "status": "failed",
                 **self._observation(segment_v.value),
             }
-        telemetry.journaled(scope.key, events=events)
         tool_context.state[self.state_key] = await self.mirror(scope, run.run_id)
+        telemetry.journaled(scope.key, events=events)
         return {
             "status": "accepted",
             "transition_kind": decision.transition_kind,
