@@ -242,7 +242,7 @@ def traced(name: str) -> Callable[[Callable[..., Awaitable[_T]]], Callable[..., 
                 except Exception as exc:
                     code = getattr(exc, "code", None)
                     if isinstance(code, str) and span.is_recording():
-                        span.set_attribute("plangate.error.code", code)
+                        span.set_attribute("plangate.error.code", str(code))
                     raise
 
         return in_span
