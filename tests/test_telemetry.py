@@ -22,13 +22,14 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from harness import Harness
-from plangate.adk import telemetry
+from harness import Harness, make_agent
+from plangate.adk import PlanOptions, telemetry
 from plangate.adk.protocols import get_protocol_state
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
@@ -38,6 +39,7 @@ from plangate.agent.workspace import copy_sample_workspace
 from plangate.data import DataCatalog
 from plangate.journal.events import JournalEvent
 from plangate.models.demo import DemoModel
+from plangate.models.scripted import ScriptedLlm, call, text
 
 # -- the in-memory exporter ------------------------------------------------------------------
 
@@ -418,3 +420,72 @@ async def test_the_data_demo_reports_each_route_the_refusal_and_the_handoff(
         "general-task@1",
         "data-analysis@1",
     ]
+
+
+def deploy(target: str) -> dict[str, Any]:
+    """Deploy the service."""
+    return {"deployed": target}
+
+
+def lookup(key: str) -> dict[str, Any]:
+    """Look a key up."""
+    return {"value": key}
+
+
+DENY_DEPLOY = """
+version = 1
+
+[[tool]]
+name = "lookup"
+effect = "read"
+planning = "allow"
+acting = "allow"
+
+[[tool]]
+name = "deploy"
+effect = "network"
+planning = "deny"
+acting = "deny"
+justification = "it reaches production"
+"""
+
+
+async def test_a_policy_deny_in_a_batched_step_is_its_own_gate_span(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(DENY_DEPLOY)
+    model = ScriptedLlm()
+    agent = make_agent(model, PlanOptions(policy_file=policy), tools=[deploy, lookup])
+    h = Harness(agent, f"sqlite:///{tmp_path / 'p.db'}")
+    await h.start({"agent_mode": "plan"})
+    model.add([call("deploy", target="prod"), call("lookup", key="a")], [text("done")])
+    await h.send("look")
+    finished = spans.get_finished_spans()
+
+    gates = {s.attributes["plangate.tool"]: s for s in named(finished, telemetry.GATE_SPAN)}
+    denied = gates["deploy"].attributes
+    assert denied["plangate.gate.verdict"] == "deny"
+    assert denied["plangate.gate.code"] == "POLICY_DENIED"
+    assert denied["plangate.gate.reason"] == (
+        "policy rule 'deploy' says deny while planning (it reaches production)"
+    )
+    assert denied["plangate.sandbox.profile"] == "planning"
+    assert denied["plangate.tool.ran"] is False
+    allowed = gates["lookup"].attributes
+    assert allowed["plangate.gate.verdict"] == "allow" and allowed["plangate.tool.ran"] is True
+    told = [e["plangate.journal.kind"] for e in events(finished, "plangate.policy.")]
+    assert told == ["policy.deny", "policy.allow"]
+
+
+async def test_a_malformed_protocol_selection_is_a_failed_route_span_with_its_code(
+    spans: InMemorySpanExporter, tmp_path: Path, database_url: str
+) -> None:
+    agent = build_data_agent(DemoModel(), DataCatalog(cache_dir=tmp_path / "data"))
+    h = Harness(agent, database_url)
+    await h.start({"protocol_selection": "data-analysis@x"})
+    await h.send("sales by region")
+    (route,) = named(spans.get_finished_spans(), telemetry.ROUTE_SPAN)
+    assert route.status.status_code is StatusCode.ERROR
+    assert route.attributes["plangate.error.code"] == "PROTOCOL_SELECTION_INVALID"
+    assert "plangate.protocol" not in route.attributes
