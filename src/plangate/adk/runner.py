@@ -14,7 +14,8 @@ from google.genai import types
 
 from plangate.adk.plugin import PlanPlugin
 from plangate.adk.setup import plan_runtime
-from plangate.store.urls import resolve_database_url
+from plangate.store.file_guard import guard_sqlite_file
+from plangate.store.urls import ensure_sqlite_folder, resolve_database_url
 
 __all__ = ["build_app", "build_runner", "function_reply"]
 
@@ -45,7 +46,10 @@ def build_runner(
         runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
         if runtime is not None and runtime.options.database_url is None:
             runtime.database_url = url
+    ensure_sqlite_folder(url)
     session_service = DatabaseSessionService(db_url=url)
+    # ADK's own engine writes the sessions: it too must fail if the file is replaced.
+    guard_sqlite_file(session_service.db_engine, url)
     return Runner(app=build_app(agent, app_name), session_service=session_service)
 
 

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from plangate.adk.database import failure_text
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
 from plangate.agent.coding_agent import build_coding_agent
@@ -173,7 +174,9 @@ class Chat:
                 async for event in self.session.run(message, run_config=run_config):
                     streamed = self._show(event, streamed, status)
             except Exception as exc:  # a model or network failure must not lose the session
-                self.console.print(f"[bold red]The run failed: {type(exc).__name__}: {exc}[/]")
+                self.console.print(
+                    Text(f"The run failed: {failure_text(exc)[1]}", style="bold red")
+                )
                 self.console.print("The session is saved; you can retry or /quit.")
             finally:
                 await typed.stop()
@@ -507,6 +510,11 @@ class _Starter:
 
     async def run(self) -> int:
         args = self.args
+        from plangate.cli.database import prepare_or_report
+
+        failed = await prepare_or_report("chat", args.database_url)
+        if failed is not None:
+            return failed
         console = Console()
         try:
             model = resolve_model(args.model)

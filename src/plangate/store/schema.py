@@ -131,11 +131,25 @@ def _create(*tables: Table) -> Callable[[Connection], None]:
     return apply
 
 
+MIGRATION_TABLES: dict[int, tuple[str, tuple[Table, ...]]] = {
+    1: ("documents and journal", (documents, journal)),
+    2: ("session intents", (intent_revisions, intent_heads, run_intent_bindings, session_forks)),
+}
+"""Each migration: its name and the tables it creates."""
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
-    (1, "documents and journal", _create(documents, journal)),
-    (
-        2,
-        "session intents",
-        _create(intent_revisions, intent_heads, run_intent_bindings, session_forks),
-    ),
+    (version, name, _create(*tables)) for version, (name, tables) in MIGRATION_TABLES.items()
 ]
+
+SCHEMA_VERSION = max(version for version, _, _ in MIGRATIONS)
+"""The newest schema this code writes; a database marked newer is refused at start."""
+
+
+def tables_of_version(applied: set[int]) -> set[str]:
+    """The names of the tables the applied migrations created."""
+    return {
+        table.name
+        for version, (_, tables) in MIGRATION_TABLES.items()
+        if version in applied
+        for table in tables
+    }

@@ -49,6 +49,7 @@ from google.adk.agents.run_config import RunConfig, StreamingMode
 from google.adk.events import Event
 from google.genai import types
 
+from plangate.adk.database import failure_text
 from plangate.adk.protocols import protocol_runtime
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
@@ -595,9 +596,8 @@ async def run_events(
         failure = protocol_failure(protocol_before, _protocol_view(mirror.state, keys))
         pending = await session.pending()
     except Exception as exc:  # the run must end with a terminal event, never a broken stream
-        yield RunErrorEvent(
-            message=f"{type(exc).__name__}: {exc}", code=AGENT_ERROR, timestamp=_now_ms()
-        )
+        code, message = failure_text(exc)
+        yield RunErrorEvent(message=message, code=code or AGENT_ERROR, timestamp=_now_ms())
         return
     if failure is not None:
         # AG-UI: a run that failed must not be reported as a success.

@@ -35,6 +35,7 @@ from ag_ui.encoder import EventEncoder
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -43,6 +44,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from plangate.adk.database import (
+    DatabaseError,
+    DatabaseErrorCode,
+    database_error,
+    database_health,
+)
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
 from plangate.web.agui import BadRunInput, StateKeys, prepare_run, run_events
@@ -191,7 +198,25 @@ async def index(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    return JSONResponse({"ok": True})
+    """Liveness and the database: 503 with the problem's code when it does not answer
+    (a load balancer stops sending runs here; the page says why)."""
+    try:
+        await database_health(_web(request).runner)
+    except DatabaseError as exc:
+        return JSONResponse(
+            {"ok": False, "database": "unavailable", "code": exc.code.value, "error": exc.line()},
+            status_code=503,
+            headers={"Cache-Control": "no-store"},
+        )
+    return JSONResponse({"ok": True, "database": "ok"}, headers={"Cache-Control": "no-store"})
+
+
+async def database_failed(request: Request, exc: Exception) -> Response:
+    """A request the database could not serve: its code and a plain line, never the
+    statement or the driver's text."""
+    error = database_error(exc)
+    status = 422 if error.code is DatabaseErrorCode.TEXT_NOT_STORABLE else 503
+    return _error(status, error.code.value, error.line())
 
 
 async def info(request: Request) -> Response:
@@ -407,6 +432,7 @@ def create_app(
             Mount("/static", StaticFiles(directory=_static_dir()), name="static"),
         ],
         lifespan=lifespan,
+        exception_handlers={DatabaseError: database_failed, SQLAlchemyError: database_failed},
     )
     app.state.web = web
     app.add_middleware(Guard, require_token=require_token, token=token, allowed_hosts=allowed_hosts)
