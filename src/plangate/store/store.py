@@ -29,6 +29,7 @@ from plangate.store.schema import (
     schema_migrations,
     tables_of_version,
 )
+from plangate.store.storable import keep_text_storable, storable_json
 from plangate.store.urls import ensure_sqlite_folder, redacted, resolve_database_url
 
 __all__ = ["Conflict", "Document", "JournalEntry", "Store", "Transaction", "is_valid_version"]
@@ -156,7 +157,12 @@ class Store:
         is_sqlite = url.startswith("sqlite")
         ensure_sqlite_folder(url)
         # PostgreSQL: a server that does not answer is reported in seconds, not a minute.
-        engine = create_async_engine(url, connect_args={"timeout": 30 if is_sqlite else 10})
+        engine = create_async_engine(
+            url,
+            connect_args={"timeout": 30 if is_sqlite else 10},
+            json_serializer=storable_json,
+        )
+        keep_text_storable(engine)
         if is_sqlite:
             _use_immediate_transactions(engine)
             guard_sqlite_file(engine, url)
