@@ -3,9 +3,11 @@
 PostgreSQL refuses NUL (U+0000) in text and in JSONB (also as the escape ``\\u0000``),
 and an unpaired surrogate in JSONB; SQLite takes both. A model reply, a tool argument or
 a file a tool read may carry either, and the write of the whole turn would fail on
-PostgreSQL only. So, on both stores alike, every text sent to the database has NUL and
-unpaired surrogates replaced by U+FFFD (the Unicode replacement character): the turn is
-kept, the stores agree, and a reader sees where a character was dropped.
+PostgreSQL only. So every text sent to the database has NUL and unpaired surrogates
+replaced by U+FFFD (the Unicode replacement character): the turn is kept and a reader
+sees where a character was dropped. (On SQLite, ADK serialises its session events
+itself and they keep NUL, which SQLite stores; plangate's own tables are cleaned on
+both.)
 
 Two hooks on each engine (plangate's and ADK's): the JSON serializer cleans escapes in
 the JSON it writes, and a statement hook cleans raw characters in text parameters. Text
