@@ -85,7 +85,8 @@ async def test_fix_12_3_nul_in_user_text_reply_and_tool_arguments_keeps_the_turn
         [text(f"done{NUL}")],
     )
     events = [event async for event in session.run(f"write{NUL}it \ud800")]
-    assert WRITES == [(f"f{NUL}.txt", f"x{NUL}y")]  # the tool got what the model sent
+    path, content = WRITES[0]
+    assert (path, content) == ("f\x00.txt", "x\x00y")  # the tool got what the model sent
     assert f"done{NUL}" in _texts(events)  # the live stream is not altered
 
     # A new runner on the same database reads the turn back, cleaned.
