@@ -123,6 +123,21 @@ session_forks = Table(
 )
 
 
+# -- run leases (migration 3) ------------------------------------------------------------
+# Which process is executing a run on a thread, until when. A holder renews its lease
+# while the run goes on; a lease not renewed in time belongs to a process that died.
+
+run_leases = Table(
+    "plangate_run_leases",
+    metadata,
+    Column("thread_key", String(512), primary_key=True),
+    Column("run_id", String(256), nullable=False),
+    Column("holder", String(256), nullable=False),
+    Column("acquired_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+)
+
+
 def _create(*tables: Table) -> Callable[[Connection], None]:
     def apply(conn: Connection) -> None:
         for table in tables:
@@ -134,6 +149,7 @@ def _create(*tables: Table) -> Callable[[Connection], None]:
 MIGRATION_TABLES: dict[int, tuple[str, tuple[Table, ...]]] = {
     1: ("documents and journal", (documents, journal)),
     2: ("session intents", (intent_revisions, intent_heads, run_intent_bindings, session_forks)),
+    3: ("run leases", (run_leases,)),
 }
 """Each migration: its name and the tables it creates."""
 

@@ -52,10 +52,13 @@ from plangate.adk.database import (
 )
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
+from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
 from plangate.web.agui import BadRunInput, StateKeys, prepare_run, run_events
 from plangate.web.threads import journal_json, thread_journal, thread_json
 
 __all__ = ["LOOPBACK_HOSTS", "create_app", "is_loopback", "serve"]
+
+logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
@@ -173,6 +176,8 @@ class WebState:
         self.about = about
         self.runs: dict[str, asyncio.Task[None] | None] = {}
         """Threads with a run in progress (None while the run is being prepared)."""
+        self.threads = ThreadRuns(runner, user_id)
+        """The same, across every process on the database (leases)."""
 
     def plan_session(self, thread_id: str) -> PlanSession:
         return PlanSession(self.runner, user_id=self.user_id, session_id=thread_id)
@@ -285,16 +290,29 @@ async def agent(request: Request) -> Response:
         )
     web.runs[thread_id] = None  # reserved before any await: no second run can slip in
     try:
+        # Other processes on the same database: the thread's lease decides.
+        lease = await web.threads.start(thread_id, run_input.run_id)
+    except LeaseHeld:
+        web.runs.pop(thread_id, None)
+        return _error(
+            409,
+            "RUN_IN_PROGRESS",
+            f"thread {thread_id!r} already has a run in progress on another server; wait for it",
+        )
+    except BaseException:
+        web.runs.pop(thread_id, None)
+        raise
+    try:
         session = web.plan_session(thread_id)
         existed = await web.exists(thread_id)
         prepared = await prepare_run(session, run_input, new_thread=not existed)
         if not existed and prepared.stale is None:
             await PlanSession.open(web.runner, user_id=web.user_id, session_id=thread_id)
     except BadRunInput as exc:
-        web.runs.pop(thread_id, None)
+        await _end_run(web, thread_id, lease)
         return _error(exc.status, "BAD_INPUT", exc.message)
     except BaseException:
-        web.runs.pop(thread_id, None)
+        await _end_run(web, thread_id, lease)
         raise
 
     encoder = EventEncoder(accept=request.headers.get("accept"))
@@ -303,14 +321,22 @@ async def agent(request: Request) -> Response:
     async def produce() -> None:
         # The run belongs to the thread, not to the connection: a reload or a dropped
         # connection does not cut an agent off in the middle of a tool call.
+        current = asyncio.current_task()
+        assert current is not None
+        heartbeat = asyncio.create_task(web.threads.keep(lease, current.cancel))
         try:
             async for event in run_events(
                 session, prepared, thread_id=thread_id, run_id=run_input.run_id
             ):
                 queue.put_nowait(encoder.encode(event))
         finally:
-            queue.put_nowait(None)
-            web.runs.pop(thread_id, None)
+            heartbeat.cancel()
+            # Free the thread before the stream ends: a client that sends its next run
+            # right after the last event must not be refused.
+            try:
+                await _end_run(web, thread_id, lease)
+            finally:
+                queue.put_nowait(None)
 
     web.runs[thread_id] = asyncio.create_task(produce(), name=f"plangate-run-{thread_id}")
 
@@ -323,6 +349,16 @@ async def agent(request: Request) -> Response:
         media_type=encoder.get_content_type(),
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+async def _end_run(web: WebState, thread_id: str, lease: Lease) -> None:
+    """Free the thread here and for the other processes (an unreleased lease would only
+    delay the next run until it expires)."""
+    web.runs.pop(thread_id, None)
+    try:
+        await web.threads.finish(lease)
+    except Exception:
+        logger.warning("could not release the lease of thread %s", thread_id, exc_info=True)
 
 
 async def _thread_or_404(request: Request) -> tuple[WebState, str] | Response:
@@ -340,7 +376,8 @@ async def thread(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     web, thread_id = found
-    data = await thread_json(web.plan_session(thread_id), running=thread_id in web.runs)
+    running = thread_id in web.runs or await web.threads.running_elsewhere(thread_id)
+    data = await thread_json(web.plan_session(thread_id), running=running)
     return JSONResponse(data, headers={"Cache-Control": "no-store"})
 
 
@@ -372,12 +409,35 @@ async def leave_plan(request: Request) -> Response:
         )
     web.runs[thread_id] = None  # no run may start while the plan is being cancelled
     try:
+        lease = await web.threads.start(thread_id, "leave-plan")
+    except LeaseHeld:
+        web.runs.pop(thread_id, None)
+        return _error(
+            409, "RUN_IN_PROGRESS", f"thread {thread_id!r} has a run in progress; wait for it"
+        )
+    except BaseException:
+        web.runs.pop(thread_id, None)
+        raise
+    try:
         session = web.plan_session(thread_id)
         message = await session.leave_plan()
         data = await thread_json(session, running=False)
     finally:
-        web.runs.pop(thread_id, None)
+        await _end_run(web, thread_id, lease)
     return JSONResponse({"message": message, **data}, headers={"Cache-Control": "no-store"})
+
+
+async def _sweep_forever(web: WebState) -> None:
+    """Mark the runs of dead servers interrupted, every half lease time."""
+    while True:
+        try:
+            marked = await web.threads.sweep()
+            if marked:
+                logger.warning("marked %d run(s) of a stopped server interrupted", len(marked))
+            interval = (await web.threads.leases()).ttl / 2
+        except Exception:  # the database is away: /health says so; try again later
+            interval = 5.0
+        await asyncio.sleep(interval)
 
 
 def create_app(
@@ -414,7 +474,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.create_task(_sweep_forever(web), name="plangate-lease-sweep")
         yield
+        sweeper.cancel()
         tasks = [t for t in web.runs.values() if t is not None]
         for task in tasks:
             task.cancel()
