@@ -2,8 +2,8 @@
 
 A surface that serves threads to several processes (the web server behind a load
 balancer) starts each run with ``ThreadRuns.start``: it takes the thread's lease or
-raises ``LeaseHeld``. While the run goes on ``keep`` renews the lease; if the lease was
-lost (this process stalled past the lease time and another took the thread over) it
+raises ``LeaseHeld``. While the run goes on ``keep`` has the lease renewed from a
+thread of its own (see ``LeaseKeeper``); if the lease was lost (this process stalled past the lease time and another took the thread over) it
 calls back so the run is stopped rather than run twice. ``sweep`` marks the runs of
 dead holders ``interrupted``.
 """
@@ -11,20 +11,18 @@ dead holders ``interrupted``.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 
 from plangate.adk.setup import plan_runtime
+from plangate.store.lease_keeper import LeaseKeeper
 from plangate.store.leases import Lease, LeaseHeld, RunLeases
 from plangate.store.recovery import interrupt_runs, stale_runs
 from plangate.store.shared import shared_store
 
 __all__ = ["INTERRUPTED_REASON", "Lease", "LeaseHeld", "ThreadRuns"]
-
-logger = logging.getLogger(__name__)
 
 INTERRUPTED_REASON = (
     "the server running it stopped before the run ended; send a message to continue"
@@ -37,6 +35,7 @@ class ThreadRuns:
         self.user_id = user_id
         self._ttl = ttl
         self._leases: RunLeases | None = None
+        self._keeper: LeaseKeeper | None = None
 
     async def leases(self) -> RunLeases:
         if self._leases is None:
@@ -60,23 +59,22 @@ class ThreadRuns:
         return lease
 
     async def keep(self, lease: Lease, on_lost: Callable[[], None]) -> None:
-        """Renew ``lease`` every third of the lease time until cancelled."""
+        """Renew ``lease`` (from the keeper's thread) until ``finish``; ``on_lost`` runs
+        on this event loop if another process took the thread over."""
         leases = await self.leases()
-        while True:
-            await asyncio.sleep(leases.ttl / 3)
-            try:
-                renewed = await leases.renew(lease)
-            except Exception:  # the database is away: keep trying while the lease lasts
-                logger.warning("could not renew the lease of %s", lease.thread_key)
-                continue
-            if renewed is None:
-                logger.error("lost the lease of %s; stopping its run", lease.thread_key)
-                on_lost()
-                return
-            lease = renewed
+        if self._keeper is None:
+            self._keeper = LeaseKeeper(leases.store.url, leases.ttl)
+        loop = asyncio.get_running_loop()
+        self._keeper.hold(lease, lambda: loop.call_soon_threadsafe(on_lost))
 
     async def finish(self, lease: Lease) -> None:
+        if self._keeper is not None:
+            self._keeper.drop(lease)
         await (await self.leases()).release(lease)
+
+    def close(self) -> None:
+        if self._keeper is not None:
+            self._keeper.close()
 
     async def running_elsewhere(self, thread_id: str) -> bool:
         return await (await self.leases()).holder_of(self.thread_key(thread_id)) is not None

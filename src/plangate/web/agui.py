@@ -60,6 +60,7 @@ __all__ = [
     "PreparedRun",
     "StateKeys",
     "interrupt_for",
+    "lease_lost_event",
     "prepare_run",
     "protocol_failure",
     "reply_id",
@@ -619,6 +620,15 @@ def _protocol_view(state: dict[str, Any], keys: StateKeys) -> dict[str, Any]:
         except ValueError:
             return {}
     return value if isinstance(value, dict) else {}
+
+
+def lease_lost_event() -> RunErrorEvent:
+    return RunErrorEvent(
+        message="this server lost the thread (its lease could not be renewed in time) and "
+        "stopped the run; what was stored is kept -- send the message again to continue",
+        code="RUN_LEASE_LOST",
+        timestamp=_now_ms(),
+    )
 
 
 def protocol_failure(before: dict[str, Any], after: dict[str, Any]) -> RunErrorEvent | None:

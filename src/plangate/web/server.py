@@ -53,7 +53,13 @@ from plangate.adk.database import (
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
 from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
-from plangate.web.agui import BadRunInput, StateKeys, prepare_run, run_events
+from plangate.web.agui import (
+    BadRunInput,
+    StateKeys,
+    lease_lost_event,
+    prepare_run,
+    run_events,
+)
 from plangate.web.threads import journal_json, thread_journal, thread_json
 
 __all__ = ["LOOPBACK_HOSTS", "create_app", "is_loopback", "serve"]
@@ -323,14 +329,26 @@ async def agent(request: Request) -> Response:
         # connection does not cut an agent off in the middle of a tool call.
         current = asyncio.current_task()
         assert current is not None
-        heartbeat = asyncio.create_task(web.threads.keep(lease, current.cancel))
+        lost: list[bool] = []
+
+        def stop_lost_run() -> None:
+            lost.append(True)
+            current.cancel()
+
         try:
+            await web.threads.keep(lease, stop_lost_run)
             async for event in run_events(
                 session, prepared, thread_id=thread_id, run_id=run_input.run_id
             ):
                 queue.put_nowait(encoder.encode(event))
+        except asyncio.CancelledError:
+            if not lost:
+                raise
+            # The lease could not be renewed in time (the database was away for the
+            # whole lease) and another server took the thread: stop rather than run
+            # twice, and say so.
+            queue.put_nowait(encoder.encode(lease_lost_event()))
         finally:
-            heartbeat.cancel()
             # Free the thread before the stream ends: a client that sends its next run
             # right after the last event must not be refused.
             try:
@@ -477,6 +495,7 @@ def create_app(
         sweeper = asyncio.create_task(_sweep_forever(web), name="plangate-lease-sweep")
         yield
         sweeper.cancel()
+        web.threads.close()
         tasks = [t for t in web.runs.values() if t is not None]
         for task in tasks:
             task.cancel()
