@@ -11,7 +11,7 @@ from __future__ import annotations
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from plangate.adk.setup import plan_runtime
 from plangate.store.errors import (
@@ -38,15 +38,18 @@ ADK_TABLES = ("sessions", "events", "app_states", "user_states", "adk_internal_m
 """The tables ADK's DatabaseSessionService keeps sessions in."""
 
 
-async def prepare_database(url: str | None = None) -> str:
+async def prepare_database(url: str | None = None, *, recreate_missing: bool = False) -> str:
     """Create or upgrade plangate's and ADK's tables; return the resolved URL.
 
     Raises ``DatabaseError`` when the database cannot be reached, refuses the login,
-    does not exist, has a newer schema than this code, or lost a table."""
+    does not exist, has a newer schema than this code, or lost a table (unless
+    ``recreate_missing``: ``plangate db check --repair`` recreates it empty)."""
     resolved = resolve_database_url(url)
     async with startup_lock(resolved):
         store = await Store.open(resolved)
         try:
+            if not recreate_missing:
+                await _require_adk_tables(store)
             service = DatabaseSessionService(db_url=resolved)
             try:
                 await service.prepare_tables()
@@ -57,6 +60,22 @@ async def prepare_database(url: str | None = None) -> str:
         finally:
             await store.close()
     return resolved
+
+
+async def _require_adk_tables(store: Store) -> None:
+    """ADK recreates a missing session table silently (empty): once its tables exist, a
+    missing one is reported instead, like plangate's own."""
+    async with store.engine.connect() as conn:
+        present = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+    if not present & set(ADK_TABLES):
+        return  # a fresh database: ADK creates them all
+    missing = sorted(set(ADK_TABLES) - present)
+    if missing:
+        raise DatabaseError(
+            DatabaseErrorCode.TABLE_MISSING,
+            f"{store.name} lacks the session table(s) {', '.join(missing)}",
+            "run plangate db check --repair to recreate them (their rows are lost)",
+        )
 
 
 async def database_health(runner: Runner) -> None:

@@ -21,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     from plangate.cli.doctor import add_doctor_parser
 
     add_doctor_parser(subparsers)
+    from plangate.cli.db import add_db_parser
+
+    add_db_parser(subparsers)
     try:
         from plangate.cli.serve import add_serve_parser
     except ImportError:

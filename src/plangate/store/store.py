@@ -150,9 +150,10 @@ class Store:
         self.url = url
 
     @classmethod
-    async def open(cls, url: str | None = None) -> Store:
+    async def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
         """Open (and on first use create) the database; a database that cannot be used
-        raises ``DatabaseError`` naming the problem."""
+        raises ``DatabaseError`` naming the problem. ``migrate=False`` only connects (for
+        ``plangate db check``, which must look at a database it would refuse)."""
         url = resolve_database_url(url)
         is_sqlite = url.startswith("sqlite")
         ensure_sqlite_folder(url)
@@ -168,7 +169,10 @@ class Store:
             guard_sqlite_file(engine, url)
         store = cls(engine, url)
         try:
-            await store._migrate()
+            if migrate:
+                await store._migrate()
+            else:
+                await store.ping()
         except Exception as exc:
             await engine.dispose()
             raise database_error(exc, store.name) from None
