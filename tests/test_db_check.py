@@ -111,7 +111,7 @@ def test_a_run_written_recently_or_waiting_for_a_reply_is_not_orphaned(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     asyncio.run(_seed(database_url, run_written_at=time.time()))
-    code, out = db(capsys, "check", "--database-url", database_url)
+    _, out = db(capsys, "check", "--database-url", database_url)
     assert "ok runs: none orphaned" in out
 
     async def paused() -> list:

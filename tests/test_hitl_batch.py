@@ -594,3 +594,74 @@ async def test_an_unreadable_store_leaves_the_mirror_alone(database_url: str) ->
     model.add([text("still here")])
     await collect(session, "go on")
     assert (await session.session()).state["plan:orchestrator"] == mirrored
+
+
+async def test_write_then_submit_in_one_step_apply_in_the_order_written(
+    database_url: str,
+) -> None:
+    """ADK runs a step's calls in parallel; a slow hook before the write must not let the
+    submit run first and find the plan empty."""
+    model = ScriptedLlm()
+
+    async def slow_before_write(tool: Any, args: dict[str, Any], tool_context: Any) -> None:
+        if tool.name == "update_plan_content":
+            await asyncio.sleep(0.2)
+        return None
+
+    agent = make_agent(model, PlanOptions())
+    callbacks = agent.before_tool_callback
+    agent.before_tool_callback = [
+        *(callbacks if isinstance(callbacks, list) else [callbacks] if callbacks else []),
+        slow_before_write,
+    ]
+    runner = build_runner(agent, database_url=database_url, app_name="hitl")
+    session = await PlanSession.open(runner, session_id="s1", state={"agent_mode": "plan"})
+    model.add(
+        [
+            call("update_plan_content", content="1. fix the bug"),
+            call("exit_plan_mode", summary="ready"),
+        ]
+    )
+    events = await collect(session, "task")
+    assert not [r for r in tool_results(events) if "error" in r]
+    record = await session.record()
+    assert record.status is PlanStatus.PENDING_APPROVAL
+    assert "fix the bug" in record.content
+    assert await mirror_equals_store(session)
+
+
+async def test_a_stopped_run_answers_the_calls_it_cut_off(database_url: str) -> None:
+    """Providers that pair each tool call with its result (OpenAI, Anthropic) refuse a
+    history with a call left unanswered; a stop must not leave one behind."""
+    started = asyncio.Event()
+
+    async def slow_lookup(key: str) -> dict[str, Any]:
+        """Look a key up (slowly)."""
+        started.set()
+        await asyncio.sleep(60)
+        return {"value": key}
+
+    model = ScriptedLlm()
+    session = await open_session(database_url, model, tools=[slow_lookup])
+    model.add([call("slow_lookup", key="a")])
+    run = asyncio.create_task(collect(session, "look it up"))
+    await asyncio.wait_for(started.wait(), 10)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await session.note_stopped(surface="test")
+
+    model.add(echo_responses)
+    events = await collect(session, "what happened?")
+    [seen] = json.loads(final_text(events))
+    assert seen["error"].startswith("RUN_STOPPED")
+    request = model.requests[-1]
+    calls = [p.function_call.id for c in request.contents for p in c.parts or [] if p.function_call]
+    answered = [
+        p.function_response.id
+        for c in request.contents
+        for p in c.parts or []
+        if p.function_response
+    ]
+    assert calls and calls == answered
+    assert any(entry.event.kind == "run.stopped" for entry in await session.journal())

@@ -338,6 +338,33 @@ async def test_an_explicit_selection_routes_without_the_classifier(
     assert classifier.inputs == []
 
 
+@pytest.mark.parametrize("selection", ["data-analysis@x", "@1", "data-analysis@0", "   "])
+async def test_a_malformed_protocol_selection_fails_the_run_with_a_code(
+    database_url: str, catalog: DataCatalog, selection: str
+) -> None:
+    """Session state is written by surfaces: a bad selection ends the run with a coded
+    message and a journaled failure, never a bare ValueError out of the Runner."""
+    classifier = ScriptedClassifier()
+    model = ScriptedLlm()
+    e = await env(
+        analyst(model, catalog, classifier), database_url, {"protocol_selection": selection}
+    )
+    model.add([text("never asked")])
+    events = await e.h.send("sales by region")
+    if not selection.strip():  # blank means no selection: the router decides
+        assert model.requests
+        return
+    assert final_text(events).startswith(f"PROTOCOL_SELECTION_INVALID:{selection!r}")
+    assert model.requests == [] and classifier.inputs == []
+    assert await e.kinds() == ["protocol.route.failed"]
+    failed = (await e.journal())[-1]
+    assert failed.detail["reasonCode"] == "PROTOCOL_SELECTION_INVALID"
+    # The next message with a valid selection runs normally.
+    model.add([text("ok")])
+    await e.h.send("sales by region", state_delta={"protocol_selection": "general-task"})
+    assert (await e.mirror())["protocol"] == "general-task"
+
+
 # --------------------------------------------------------------------------- handoff
 
 

@@ -304,8 +304,9 @@ def test_the_protocol_panel_follows_routing_a_failed_run_and_a_handoff(
     assert refused.locator(".tool-status").inner_text() == "refused by protocol"
     assert "not allowed in phase “understand”" in refused.locator(".tool-note").inner_text()
     banner = page.locator("#banner").inner_text()
-    assert banner.startswith("The protocol failed this run — DATA_ACTIONS_REJECTED_BY_PROTOCOL:")
-    assert banner.count("DATA_ACTIONS_REJECTED_BY_PROTOCOL") == 1
+    assert banner.startswith("The protocol failed this run — 1 data tool call(s)")
+    assert "never ran (DATA_ACTIONS_REJECTED_BY_PROTOCOL)" in banner
+    assert banner.count("DATA_ACTIONS_REJECTED_BY_PROTOCOL") == 1  # the code once
     timeline = page.locator("#timeline")
     timeline.locator("text=Run failed: DATA_ACTIONS_REJECTED_BY_PROTOCOL").wait_for()
     assert "Routed to general-task@1" in timeline.inner_text()

@@ -88,8 +88,8 @@ def demo_app(
 class ServerThread:
     """A real uvicorn server on a free loopback port, in a background thread."""
 
-    def __init__(self, app: Any) -> None:
-        self.sock = bind("127.0.0.1", 0)
+    def __init__(self, app: Any, port: int = 0) -> None:
+        self.sock = bind("127.0.0.1", port)
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, log_level="warning", lifespan="on")

@@ -74,10 +74,13 @@ class ToolCallFields:
                 "revision": request.revision,
                 "sha256": request.sha256,
                 "summary": payload.get("message"),
+                "scope_summary": payload.get("scope_summary"),
                 "objective": payload.get("objective"),
                 "approval_id": request.approval_id,
             }
             self.content = [text_content(content)] if content else []
+            if payload.get("scope_summary"):
+                self.content.append(text_content(str(payload["scope_summary"])))
             if plan_file is not None:
                 self.raw_input["plan_file"] = str(plan_file)
                 self.locations = [ToolCallLocation(path=str(plan_file))]
@@ -95,6 +98,19 @@ class ToolCallFields:
             )
             self.raw_input = {"objective": objective, "approval_id": request.approval_id}
             self.content = [text_content(f"The agent asks to plan before acting: {objective}")]
+        elif request.kind in ("amendment", "edit", "tool"):
+            message = str(payload.get("message") or "")
+            self.title = clip(f"{payload.get('title') or 'Allow?'} {message}", 120)
+            self.raw_input = {
+                "message": message,
+                "wants": payload.get("wants"),
+                "scope_summary": payload.get("scope_summary"),
+                "revision": request.revision,
+                "sha256": request.sha256,
+                "approval_id": request.approval_id,
+            }
+            shown = [message, str(payload.get("diff") or "")]
+            self.content = [text_content("\n\n".join(t for t in shown if t))]
         else:
             question = str(payload.get("message") or "")
             self.title = clip(question, 120) or "Question"
@@ -163,6 +179,12 @@ def permission_options(request: PendingRequest) -> list[PermissionOption]:
             PermissionOption(option_id="keep_planning", name="Keep planning", kind="reject_once"),
             PermissionOption(option_id=IN_WORDS, name="Reject with a note", kind="reject_once"),
         ]
+    if request.kind in ("amendment", "edit", "tool"):
+        return [
+            PermissionOption(option_id="approve", name="Allow", kind="allow_once"),
+            PermissionOption(option_id="refuse", name="Refuse", kind="reject_once"),
+            PermissionOption(option_id=IN_WORDS, name="Refuse with a note", kind="reject_once"),
+        ]
     if request.kind == "enter":
         return [
             PermissionOption(option_id="enter", name="Enter Plan Mode", kind="allow_once"),
@@ -203,6 +225,11 @@ def reply_for(
             return PlanSession.approve(request, content=content)
         if choice == "keep_planning":
             return PlanSession.reject(request, note=KEEP_PLANNING_NOTE, content=content)
+    elif request.kind in ("amendment", "edit", "tool"):
+        if choice == "approve":
+            return PlanSession.approve(request)
+        if choice == "refuse":
+            return PlanSession.reject(request, note="")
     elif request.kind == "enter":
         if choice in ("enter", "no"):
             return PlanSession.confirm_enter(request, choice == "enter")
@@ -222,6 +249,8 @@ def reply_with_words(
     that rejects a plan (with the edited plan, if any) or declines Plan Mode."""
     if request.kind == "exit":
         return PlanSession.reject(request, note=text, content=content)
+    if request.kind in ("amendment", "edit", "tool"):
+        return PlanSession.reject(request, note=text)
     if request.kind == "enter":
         return PlanSession.confirm_enter(request, False, text)
     return PlanSession.answer(request, text)

@@ -9,6 +9,7 @@ from typing import Any
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
+from plangate.adk.capability import ask_for_call, check_capability, read_only_hint
 from plangate.adk.replies import apply_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope, scope_of
@@ -25,7 +26,8 @@ from plangate.plan.replies import ReplyError, ReplyErrorCode, match_reply
 from plangate.plan.session_state import PlanSessionState
 from plangate.plan.transitions import ReplyIgnored, Transition
 from plangate.policy.effects import Effect, effect_of, is_contained
-from plangate.sandbox import Profile, sandbox_status, set_profile
+from plangate.policy.policy_file import Decision, PolicyVerdict
+from plangate.sandbox import Profile, sandbox_status, set_profile, set_scope
 from plangate.store.store import Conflict
 
 __all__ = ["make_before_model", "make_gate"]
@@ -48,8 +50,19 @@ def make_gate(runtime: PlanRuntime) -> Any:
         )
         effect = effect_of(tool)
         planning = loaded.unreadable is not None or bool(record and record.is_gate_active())
-        # The profile of any process this call starts follows the plan state read just now.
+        rules = runtime.tool_policy
+        verdict = rules.decide(tool.name, args or {}, planning=planning) if rules else None
+        if effect is None and rules is not None:
+            # A tool that declares nothing takes the effect the policy file gives it.
+            effect = rules.effect_of(tool.name)
+        if verdict is not None:
+            await _journal_verdict(runtime, scope, record, tool, tool_context, verdict)
+            if verdict.decision is Decision.DENY:  # deny first: nothing outranks it
+                return {"error": f"POLICY_DENIED: tool '{tool.name}' is denied: {verdict.reason}."}
+        # The profile of any process this call starts follows the plan state read just now,
+        # and so do the paths it may write (the approved plan's scope).
         set_profile(Profile.PLANNING if planning else Profile.ACTING)
+        set_scope(record.scope if record is not None and record.is_being_implemented() else None)
         contained = effect is Effect.SHELL and planning and await _sandboxed(tool)
         decision = decide(
             ToolCall(tool.name, args or {}, effect, contained),
@@ -60,7 +73,11 @@ def make_gate(runtime: PlanRuntime) -> Any:
             selection_active=selection_active,
         )
         if decision.allowed:
-            return None
+            if verdict is not None and verdict.decision is Decision.ASK:
+                asked = await ask_for_call(runtime, loaded, tool, tool_context, verdict.reason)
+                if asked is not None:
+                    return asked
+            return await check_capability(runtime, loaded, tool, args or {}, tool_context)
         await runtime.journal(
             scope,
             JournalEvent(
@@ -72,9 +89,41 @@ def make_gate(runtime: PlanRuntime) -> Any:
                 detail={"tool": tool.name, "reason": decision.reason, "args": _short(args)},
             ),
         )
-        return decision.to_result()
+        result = decision.to_result()
+        if read_only_hint(tool):
+            result["error"] += (
+                " (Its server marks it read-only with readOnlyHint; plangate shows that but "
+                "does not trust it alone: declare the tool in .plangate/policy.toml.)"
+            )
+        return result
 
     return plangate_gate
+
+
+async def _journal_verdict(
+    runtime: PlanRuntime,
+    scope: PlanScope,
+    record: PlanRecord | None,
+    tool: Any,
+    tool_context: Any,
+    verdict: PolicyVerdict,
+) -> None:
+    await runtime.journal(
+        scope,
+        JournalEvent(
+            kind=f"policy.{verdict.decision.value}",
+            subject=record.id if record else "",
+            from_state=record.status.value if record else None,
+            actor=getattr(tool_context, "agent_name", "") or "agent",
+            at=runtime.now(),
+            detail={
+                "tool": tool.name,
+                "rule": verdict.rule,
+                "reason": verdict.reason,
+                "read_only_hint": read_only_hint(tool) or None,
+            },
+        ),
+    )
 
 
 async def _sandboxed(tool: Any) -> bool:
@@ -267,8 +316,8 @@ def _replies_since_last_step(context: Any) -> list[types.FunctionResponse]:
 def _call_ids(llm_request: LlmRequest, context: Any, state: PlanSessionState) -> dict[int, str]:
     """The function-call id of each call and response part in the request.
 
-    ADK strips the ids it generated itself before calling the model, so they are
-    recovered by matching each part to the first unused stored part with the same name
+    ADK strips the ids it generated itself before calling the model (pinned in
+    ``plangate.adk.contract``), so they are recovered by matching each part to the first unused stored part with the same name
     and payload (the request is built from those events, in order). A reply sent
     without any id is recognised by the reply the store applied for it.
     """
@@ -353,6 +402,8 @@ def _canonicalise_replies(
                 continue
             resolution = state.resolutions.get(call_id)
             ignored = state.ignored.get(call_id)
+            if resolution is not None and resolution.decides_call:
+                continue  # the call ran (or was refused) itself; its own result stands
             if (
                 resolution is not None
                 and call_id not in seen

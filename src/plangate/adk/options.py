@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from plangate.plan.gate import (
@@ -50,6 +51,11 @@ class PlanOptions:
     """Where the implementation's todo list lives in session state (``<prefix>:<branch>``,
     as ``todo_write`` keeps it). When every todo written after an approval is completed,
     the plan is finished and the agent is offered Plan Mode again; None disables that."""
+
+    policy_file: str | Path | None = None
+    """A policy file (``.plangate/policy.toml``) for tools that are not plangate's: their
+    effect and allow/ask/deny per mode. Read when Plan Mode is mounted; a missing or bad
+    file is an error then (:class:`~plangate.policy.policy_file.PolicyFileError`)."""
 
     def __post_init__(self) -> None:
         if not self.state_key_prefix or self.state_key_prefix.startswith("temp:"):

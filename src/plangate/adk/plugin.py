@@ -33,6 +33,7 @@ from google.adk.events import Event
 from google.adk.plugins.base_plugin import BasePlugin
 from google.genai import types
 
+from plangate.adk.capability import CONFIRMATION_CALL, confirmation_reply
 from plangate.adk.replies import paused_calls, record_replies, replies_in
 from plangate.adk.runtime import Loaded, PlanRuntime
 from plangate.adk.scope import PlanScope
@@ -108,10 +109,33 @@ class PlanPlugin(BasePlugin):
                 runtime, scopes[runtime], replies_for, agent_name=names[runtime]
             )
             states[runtime] = recorded.state
+        # A decision on an amendment resumes ADK's confirmation of the paused call, not
+        # the call itself (it already answered "waiting").
+        deciding = {
+            call_id
+            for state in states.values()
+            for call_id, resolution in state.resolutions.items()
+            if resolution.decides_call
+        }
+        kept = [
+            p
+            for p in parts
+            if p.function_response is None or p.function_response.id not in deciding
+        ]
+        if len(kept) != len(parts):
+            parts, changed = kept, True
         # Calls the decisions withdrew are answered here, so the run resumes now.
         sent = {p.function_response.id for p in parts if p.function_response is not None}
         for call in paused_calls(session.events):
             if call.id in sent:
+                continue
+            if call.name == CONFIRMATION_CALL:
+                for state in states.values():
+                    confirmation = confirmation_reply(call, state)
+                    if confirmation is not None:
+                        parts.append(types.Part(function_response=confirmation))
+                        changed = True
+                        break
                 continue
             for state in states.values():
                 resolution = state.resolutions.get(call.id or "")

@@ -442,11 +442,23 @@ class ProtocolRuntime:
         value = context.state.get(key) if key else None
         if not value:
             return None
-        text = str(value)
-        if "@" in text:
-            return ProtocolRef.parse(text)
-        versions = sorted((r for r in self.definitions if r.id == text), key=lambda r: r.version)
-        return versions[-1] if versions else ProtocolRef(id=text, version=1)
+        text = str(value).strip()
+        if not text:
+            return None
+        try:
+            if "@" in text:
+                return ProtocolRef.parse(text)
+            versions = sorted(
+                (r for r in self.definitions if r.id == text), key=lambda r: r.version
+            )
+            return versions[-1] if versions else ProtocolRef(id=text, version=1)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError too
+            # Session state is written by surfaces and users: a bad value is a routing
+            # failure the run reports with a code, never a crash.
+            raise ProtocolRoutingError(
+                f"PROTOCOL_SELECTION_INVALID:{text!r}: the protocol selection in session "
+                f"state key {key!r} must be '<protocol>' or '<protocol>@<version>'"
+            ) from exc
 
     async def _restore(self, scope: PlanScope, record: RunRecord) -> StartResult:
         """The same invocation again (a resumed pause): the stored segment continues."""

@@ -46,6 +46,7 @@ from google.adk.tools.base_toolset import BaseToolset
 from google.genai import types
 
 from plangate.adk.boundary import install_boundary
+from plangate.adk.contract import current_branch_events
 from plangate.adk.protocol_runtime import PROTOCOL_MARKER, ProtocolRuntime
 from plangate.policy.effects import Effect, declare_effect
 from plangate.protocol.classifier import (
@@ -235,7 +236,7 @@ def _llm_agents(agent: BaseAgent) -> Iterator[LlmAgent]:
 def _is_paused(context: Any) -> bool:
     """The invocation stopped on a long-running call awaiting a human (as ADK decides)."""
     ctx = context.get_invocation_context()
-    events = ctx._get_events(current_invocation=True, current_branch=True)
+    events = current_branch_events(ctx)
     return any(ctx.should_pause_invocation(event) for event in events[-2:])
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from google.adk.events import Event
 from google.genai import types
 
+from plangate.adk.capability import CONFIRMATION_CALL, confirmation_reply
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope
 from plangate.journal.events import JournalEvent
@@ -217,6 +218,12 @@ def awaiting(state: PlanSessionState, events: Sequence[Event]) -> Awaiting:
         return Awaiting(open_requests)
     parts: list[types.Part] = []
     for call in calls:
+        if call.name == CONFIRMATION_CALL:
+            confirmation = confirmation_reply(call, state)
+            if confirmation is None:
+                return Awaiting(open_requests)
+            parts.append(types.Part(function_response=confirmation))
+            continue
         resolution = state.resolutions.get(call.id or "")
         if resolution is None:
             # Still open here, or a long-running call plangate does not own: either way

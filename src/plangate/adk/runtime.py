@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from plangate.adk.options import PlanOptions
 from plangate.adk.scope import PlanScope
@@ -21,6 +22,7 @@ from plangate.plan.session_state import (
     salvage,
 )
 from plangate.plan.transitions import Transition
+from plangate.policy.policy_file import PolicyFile, PolicyFileError, parse_policy
 from plangate.store.shared import shared_store
 from plangate.store.store import Document, Store, Transaction, is_valid_version
 
@@ -46,6 +48,18 @@ class Loaded:
     archives this row and replaces it."""
 
 
+def load_policy_file(path: str | Path | None) -> PolicyFile | None:
+    """Read and validate a policy file; raises PolicyFileError naming what is wrong."""
+    if path is None:
+        return None
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyFileError(f"{file}: cannot be read: {exc}") from None
+    return parse_policy(text, str(file))
+
+
 class PlanRuntime:
     """Options, branch and store access for one mounted agent."""
 
@@ -54,6 +68,8 @@ class PlanRuntime:
         self.branch = branch
         self.policy = options.gate_policy
         self.state_key = options.state_key(branch)
+        self.tool_policy = load_policy_file(options.policy_file)
+        """The policy file's rules, read once at start (None without a file)."""
         self.database_url = options.database_url
         """Set by ``build_runner`` when the options name none, so sessions and plans share
         one database."""

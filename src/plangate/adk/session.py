@@ -69,6 +69,7 @@ from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode
+from plangate.plan.scope import Permission, Scope
 from plangate.plan.session_state import PlanSessionState, SelectionRequest
 from plangate.store.store import Conflict, JournalEntry
 
@@ -265,6 +266,55 @@ class PlanSession:
         if not self.running:
             await self._sync_mirror()
         return await self.awaiting()
+
+    async def note_stopped(self, *, actor: str = "user", surface: str = "") -> None:
+        """Journal that the user stopped the run in progress (``run.stopped``), and answer
+        the tool calls the stop cut off.
+
+        A call left without a response makes the next model request invalid for providers
+        that pair every tool call with its result (OpenAI, Anthropic); each gets a
+        ``RUN_STOPPED`` result instead. Open human requests keep waiting for their reply.
+        """
+        record = await self.record()
+        event = JournalEvent(
+            kind="run.stopped",
+            subject=record.id if record else "",
+            actor=actor,
+            at=self.runtime.now(),
+            detail={"surface": surface} if surface else {},
+        )
+        await self.runtime.journal(self.scope, event)
+        open_requests = {request.call_id for request in record.pending} if record else set()
+        session = await self.session()
+        cut_off = [
+            call
+            for call in unanswered_calls(session.events)
+            if call.id and call.id not in open_requests
+        ]
+        if cut_off:
+            await self.runner.session_service.append_event(
+                session,
+                Event(
+                    author="user",
+                    invocation_id=f"e-{SYSTEM_AUTHOR}-{time.time_ns()}",
+                    content=types.Content(
+                        role="user",
+                        parts=[
+                            types.Part(
+                                function_response=types.FunctionResponse(
+                                    id=call.id,
+                                    name=call.name,
+                                    response={
+                                        "error": "RUN_STOPPED: the user stopped the run before "
+                                        "this call finished; its effect, if any, is unknown"
+                                    },
+                                )
+                            )
+                            for call in cut_off
+                        ],
+                    ),
+                ),
+            )
 
     async def set_state(self, delta: dict[str, Any]) -> None:
         """Write session state between runs (never while a run holds the session)."""
@@ -465,8 +515,15 @@ class PlanSession:
 
     @staticmethod
     def approve(
-        request: PendingRequest, *, content: str | None = None, note: str | None = None
+        request: PendingRequest,
+        *,
+        content: str | None = None,
+        note: str | None = None,
+        scope: Scope | dict[str, Any] | None = None,
+        permission: Permission | None = None,
     ) -> types.Content:
+        """Approve a plan (optionally with edited content, an edited scope and the
+        permission it acts with) or an amendment (optionally with an edited scope)."""
         response: dict[str, Any] = {
             "status": "approved",
             "approval_id": request.approval_id,
@@ -475,6 +532,10 @@ class PlanSession:
         }
         if content is not None:
             response["content"] = content
+        if scope is not None:
+            response["scope"] = scope.model_dump(mode="json") if isinstance(scope, Scope) else scope
+        if permission is not None:
+            response["permission"] = permission
         if note:
             response["reviewer_note"] = note
         return function_reply(request.call_id, request.tool_name, response)
@@ -499,3 +560,11 @@ class PlanSession:
             request.tool_name,
             {"status": "answered", "question_id": request.question_id, "answer": answer},
         )
+
+
+def unanswered_calls(events: list[Event]) -> list[types.FunctionCall]:
+    """The function calls in ``events`` that no later event answers, in call order."""
+    answered = {response.id for event in events for response in event.get_function_responses()}
+    return [
+        call for event in events for call in event.get_function_calls() if call.id not in answered
+    ]

@@ -14,6 +14,8 @@ from google.adk.tools.base_toolset import BaseToolset
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 
+from plangate.adk.call_order import in_call_order
+from plangate.adk.contract import refresh_tools_every_step
 from plangate.adk.replies import record_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import scope_of
@@ -39,7 +41,7 @@ class PlanToolSet(BaseToolset):
     def __init__(self, runtime: PlanRuntime) -> None:
         super().__init__()
         # The tool list depends on the plan's state, which changes within an invocation.
-        self._use_invocation_cache = False
+        refresh_tools_every_step(self)
         self.runtime = runtime
         self._tools = _build_tools(runtime)
 
@@ -73,46 +75,60 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         """
         options = runtime.options
         key = options.force_enter_plan_state_key
-        if key and tool_context.state.get(key) == options.force_enter_plan_state_value:
-            return {
-                "error": "PLAN_MODE_GATE: the user selected Plan Mode in the UI, so entry is "
-                "automatic; start exploring with read-only tools instead"
-            }
-        return await _pausing(
-            runtime,
-            tool_context,
-            lambda record: transitions.request_enter(
-                record,
-                objective=objective,
-                call_id=_call_id(tool_context),
-                now=runtime.now(),
-                branch=runtime.branch,
-            ),
-        )
+        async with in_call_order(tool_context):
+            if key and tool_context.state.get(key) == options.force_enter_plan_state_value:
+                return {
+                    "error": "PLAN_MODE_GATE: the user selected Plan Mode in the UI, so entry "
+                    "is automatic; start exploring with read-only tools instead"
+                }
+            return await _pausing(
+                runtime,
+                tool_context,
+                lambda record: transitions.request_enter(
+                    record,
+                    objective=objective,
+                    call_id=_call_id(tool_context),
+                    now=runtime.now(),
+                    branch=runtime.branch,
+                ),
+            )
 
     async def update_plan_content(
-        content: str, tool_context: ToolContext, mode: str = "append"
+        tool_context: ToolContext,
+        content: str = "",
+        mode: str = "append",
+        scope: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Write the plan (Markdown). The first update moves the plan from exploring to drafting.
+        """Write the plan (Markdown) and its scope. The first update moves the plan from
+        exploring to drafting.
+
+        The scope is what the approved plan may do: after approval, writing another
+        file, running another command or using the network pauses for the user.
 
         Args:
             content: Plan Markdown to add, or the whole plan when mode is "replace".
+                May be empty when only the scope changes.
             mode: "append" (default) adds to the plan; "replace" replaces it.
+            scope: Replaces the plan's scope, e.g. {"write": ["inventory/stock.py",
+                "tests/"], "commands": ["python -m pytest"], "network": false}.
+                "write" takes workspace-relative paths or globs ("src/**/*.py",
+                "docs/" for a folder); "commands" takes command prefixes.
         """
-        applied = await _apply(
-            runtime,
-            tool_context,
-            lambda record: transitions.update_content(
-                record, content=content, mode=mode, now=runtime.now()
-            ),
-        )
-        if not isinstance(applied, Transition):
-            return applied
-        # Carried by this call's result event, so a UI streaming the run sees the draft
-        # grow; when a plan call of the same step commits later, the runner plugin
-        # brings the value level with the store as the event is appended.
-        tool_context.state[runtime.state_key] = applied.record.dump()
-        return applied.result
+        async with in_call_order(tool_context):
+            applied = await _apply(
+                runtime,
+                tool_context,
+                lambda record: transitions.update_content(
+                    record, content=content, mode=mode, now=runtime.now(), scope=scope
+                ),
+            )
+            if not isinstance(applied, Transition):
+                return applied
+            # Carried by this call's result event, so a UI streaming the run sees the
+            # draft grow; when a plan call of the same step commits later, the runner
+            # plugin brings the value level with the store as the event is appended.
+            tool_context.state[runtime.state_key] = applied.record.dump()
+            return applied.result
 
     async def exit_plan_mode(
         tool_context: ToolContext, summary: str | None = None
@@ -125,13 +141,14 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         Args:
             summary: A one-line summary for the reviewer.
         """
-        return await _pausing(
-            runtime,
-            tool_context,
-            lambda record: transitions.request_exit(
-                record, summary=summary, call_id=_call_id(tool_context), now=runtime.now()
-            ),
-        )
+        async with in_call_order(tool_context):
+            return await _pausing(
+                runtime,
+                tool_context,
+                lambda record: transitions.request_exit(
+                    record, summary=summary, call_id=_call_id(tool_context), now=runtime.now()
+                ),
+            )
 
     async def ask_user_question(
         question: str, tool_context: ToolContext, options: list[str] | None = None
@@ -142,17 +159,18 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
             question: The question.
             options: Suggested answers, if there are natural choices.
         """
-        return await _pausing(
-            runtime,
-            tool_context,
-            lambda record: transitions.ask_question(
-                record,
-                question=question,
-                options=options,
-                call_id=_call_id(tool_context),
-                now=runtime.now(),
-            ),
-        )
+        async with in_call_order(tool_context):
+            return await _pausing(
+                runtime,
+                tool_context,
+                lambda record: transitions.ask_question(
+                    record,
+                    question=question,
+                    options=options,
+                    call_id=_call_id(tool_context),
+                    now=runtime.now(),
+                ),
+            )
 
     return [
         LongRunningFunctionTool(enter_plan_mode),

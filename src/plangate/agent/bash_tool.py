@@ -9,6 +9,7 @@ and everything it starts end with it or at the timeout; nothing it left in its p
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -24,9 +25,17 @@ from plangate.agent.tool_errors import (
     truncation_marker,
 )
 from plangate.policy.effects import declare_contained
-from plangate.sandbox import Limits, Profile, SandboxSpec, current_profile, hidden_paths
+from plangate.sandbox import (
+    Limits,
+    Profile,
+    SandboxSpec,
+    current_profile,
+    current_scope,
+    hidden_paths,
+)
 from plangate.sandbox.policy import MAX_TIMEOUT_S
 from plangate.sandbox.process import Finished, run_command
+from plangate.sandbox.scope_binds import writable_paths
 
 if TYPE_CHECKING:
     from plangate.agent.workspace import Workspace
@@ -107,12 +116,19 @@ async def _bash(
     if not math.isfinite(timeout) or timeout <= 0:
         raise WorkspaceError("timeout_s must be a positive number of seconds", INVALID_ARGS)
     profile = current_profile()
+    scope = current_scope() if profile is Profile.ACTING else None
+    writable = None
+    if scope is not None:
+        writable = await asyncio.to_thread(writable_paths, scope, workspace.root)
+        # The network follows the scope as well as the agent's own setting.
+        network = network and scope.network
     spec = SandboxSpec(
         profile=profile,
         workspace=workspace.root,
         network=network and profile is Profile.ACTING,
         masked=_masked(),
         limits=limits,
+        writable=writable,
     )
     keep = max_chars * 4 + 1024  # bytes kept at each end of each stream
     finished = await run_command(command, spec, timeout_s=float(timeout), keep_bytes=keep)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,12 +34,14 @@ def build_coding_agent(
     name: str = AGENT_NAME,
     data: DataCatalog | None = None,
     allow_network: bool = False,
+    policy_file: str | Path | None = None,
 ) -> LlmAgent:
     """The coding agent under Plan Mode; given a data catalog, also the data tools under
     protocol governance (the reference agent of ``plangate chat`` and ``plangate serve``).
 
     ``allow_network`` lets its shell commands reach the network once a plan is approved
-    (never while planning)."""
+    (never while planning). ``policy_file`` (default: the workspace's
+    ``.plangate/policy.toml`` when there is one) rules the tools that are not plangate's."""
     tools: list = [
         *workspace_tools(Workspace(workspace), allow_network=allow_network),
         todo_write_tool(name),
@@ -50,7 +53,13 @@ def build_coding_agent(
     else:
         tools.extend(subagent_tools(tools))
     agent = LlmAgent(name=name, model=model, instruction=INSTRUCTION, tools=tools)
-    setup_plan(agent, options or PlanOptions())
+    options = options or PlanOptions()
+    if policy_file is None and options.policy_file is None:
+        default = Path(workspace) / ".plangate" / "policy.toml"
+        policy_file = default if default.is_file() else None
+    if policy_file is not None:
+        options = dataclasses.replace(options, policy_file=policy_file)
+    setup_plan(agent, options)
     if data is not None:
         from plangate.agent.data_agent import add_data_analysis
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.adk.agents import BaseAgent, LlmAgent
-from google.adk.agents.run_config import StreamingMode
+from google.adk.agents.run_config import StreamingMode  # pyright: ignore[reportPrivateImportUsage]
 from google.adk.apps import App
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -314,8 +314,9 @@ def _nested_run_config(run_config: Any) -> Any:
     )
 
 
-def _lineage(agent: BaseAgent | None) -> Iterator[BaseAgent]:
-    while agent is not None:
+def _lineage(agent: object) -> Iterator[BaseAgent]:
+    # ADK 2 types an invocation's agent as BaseAgent | BaseNode; only agents have parents.
+    while isinstance(agent, BaseAgent):
         yield agent
         agent = agent.parent_agent
 

@@ -73,7 +73,7 @@ from plangate.agent.tool_errors import (
 from plangate.agent.tool_errors import error_result as _error
 from plangate.agent.tool_errors import require_str as _require_str
 from plangate.agent.tool_errors import truncation_marker as _truncation_marker
-from plangate.policy.effects import Effect, declare_effect
+from plangate.policy.effects import Effect, declare_effect, declare_write_path
 
 __all__ = [
     "SAMPLE_FIX",
@@ -803,11 +803,13 @@ def _run_sync(body: Any, *args: Any) -> dict:
 # --------------------------------------------------------------------------- tools
 
 
-def _tool(func: Any, name: str) -> BaseTool:
+def _tool(func: Any, name: str, writes_in: Path | None = None) -> BaseTool:
     declare_effect(func, TOOL_EFFECTS[name])
     tool = FunctionTool(func)
     tool.name = name  # the declaration sent to the model uses func.__name__ == name
     declare_effect(tool, TOOL_EFFECTS[name])
+    if writes_in is not None:
+        declare_write_path(tool, "path", writes_in)
     return tool
 
 
@@ -916,8 +918,8 @@ def workspace_tools(
         _tool(Read, "Read"),
         _tool(Grep, "Grep"),
         _tool(Glob, "Glob"),
-        _tool(Write, "Write"),
-        _tool(Edit, "Edit"),
+        _tool(Write, "Write", workspace.root),
+        _tool(Edit, "Edit", workspace.root),
         _tool(
             bash_tool(
                 workspace,

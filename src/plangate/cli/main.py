@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import warnings
+
+from plangate.adk.experimental import quiet_experimental_adk_warnings
 
 __all__ = ["main"]
 
@@ -24,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     from plangate.cli.db import add_db_parser
 
     add_db_parser(subparsers)
+    from plangate.cli.journal_command import add_journal_parser
+
+    add_journal_parser(subparsers)
     try:
         from plangate.cli.serve import add_serve_parser
     except ImportError:
@@ -40,8 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # ADK warns about experimental features on every start; users cannot act on it.
-    warnings.filterwarnings("ignore", category=UserWarning)
+    # ADK warns about the experimental features plangate relies on; users cannot act on
+    # those. Every other warning shows.
+    quiet_experimental_adk_warnings()
     logging.getLogger("google_adk").setLevel(logging.ERROR)
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)

@@ -205,9 +205,25 @@ def render_pending(
                 "\n".join(lines), title=f"Question{of}", border_style="yellow", title_align="left"
             )
         )
+    elif request.kind in ("amendment", "edit", "tool"):
+        lines = [str(payload.get("message"))]
+        if payload.get("scope_summary"):
+            lines.append(f"Approved scope: {payload['scope_summary']}")
+        if payload.get("diff"):
+            lines.append(str(payload["diff"]))
+        console.print(
+            Panel(
+                Text("\n".join(lines)),
+                title=f"{payload.get('title') or 'Allow?'}{of}",
+                border_style="yellow",
+                title_align="left",
+            )
+        )
     elif record is not None:
         render_plan(console, record)
         console.print(Text.assemble((f"Summary{of}: ", "bold yellow"), str(payload.get("message"))))
+        if payload.get("scope_summary"):
+            console.print(Text.assemble(("Scope: ", "bold yellow"), str(payload["scope_summary"])))
 
 
 def render_reply_error(console: Console, error: ReplyError) -> None:

@@ -117,7 +117,7 @@ def _is_forbidden(name: str) -> bool:
     return name in _FORBIDDEN_FUNCTIONS or name.startswith(_FORBIDDEN_PREFIXES)
 
 
-def _root_query(statement: exp.Expression) -> exp.Expression:
+def _root_query(statement: exp.Expr) -> exp.Expr:
     while isinstance(statement, exp.Subquery | exp.Paren):
         statement = statement.this
     return statement

@@ -87,7 +87,7 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"error": f"{code}: {message}"}
 
 
-def _first_lines(text: str, limit: int = 600) -> str:
+def _first_lines(text: object, limit: int = 600) -> str:
     text = str(text).strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

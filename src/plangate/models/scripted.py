@@ -58,7 +58,7 @@ class ScriptedLlm(BaseLlm):
         self.requests.append(_snapshot(llm_request))
         if not self.steps:
             raise ScriptExhausted(f"the script has no step for model call #{len(self.requests)}")
-        step = self.steps.pop(0)
+        step: Step = self.steps.pop(0)
         parts = list(step(llm_request) if callable(step) else step)
         for part in parts:
             if self.assign_ids and part.function_call is not None and not part.function_call.id:

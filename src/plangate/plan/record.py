@@ -9,6 +9,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from plangate.plan.scope import Permission, Scope, plan_sha256
+
 __all__ = [
     "GATE_ACTIVE_STATUSES",
     "ApprovalEvent",
@@ -56,6 +58,8 @@ class Revision(_Model):
     sha256: str
     author: Literal["model", "reviewer"]
     created_at: float
+    scope: Scope | None = None
+    """The scope approved with this revision (None: the whole workspace)."""
 
 
 class PlanQuestion(_Model):
@@ -71,7 +75,10 @@ class PlanQuestion(_Model):
 class PendingRequest(_Model):
     """A human-in-the-loop request the run is paused on, keyed by its function-call id."""
 
-    kind: Literal["enter", "exit", "question"]
+    kind: Literal["enter", "exit", "question", "amendment", "edit", "tool"]
+    """``amendment``: an approved plan's call needs more than its scope; ``edit``: a file
+    write waiting for the human under the ``ask_each_edit`` permission; ``tool``: a call
+    the policy file says to ask for."""
     call_id: str
     approval_id: str
     tool_name: str
@@ -96,7 +103,7 @@ class ApprovalEvent(_Model):
     """One applied human decision: who decided what about which revision, and when."""
 
     approval_id: str
-    kind: Literal["enter", "exit", "question", "exit_mode"]
+    kind: Literal["enter", "exit", "question", "exit_mode", "amendment", "edit", "tool"]
     decision: Literal["approved", "rejected", "answered", "cancelled", "withdrawn"]
     actor: str
     decided_at: float
@@ -104,6 +111,8 @@ class ApprovalEvent(_Model):
     revision: int | None = None
     sha256: str | None = None
     note: str | None = None
+    scope: Scope | None = None
+    """The scope in force after the decision (approvals of plans and amendments)."""
     plan_id: str = ""
     agent_name: str = ""
     plan: PlanRecord | None = None
@@ -118,6 +127,12 @@ class PlanRecord(_Model):
     branch: str = ""
     entry: Literal["model", "selection"] = "model"
     content: str = ""
+    scope: Scope | None = None
+    """What the plan may write, run and reach once approved; None keeps the behaviour of
+    plans without a scope (the whole workspace)."""
+    permission: Permission = "auto"
+    """Chosen at approval: ``auto`` acts within the scope, ``ask_each_edit`` pauses every
+    file write with its diff."""
     revisions: list[Revision] = Field(default_factory=list)
     asked_questions: list[PlanQuestion] = Field(default_factory=list)
     pending: list[PendingRequest] = Field(default_factory=list)
@@ -147,7 +162,14 @@ class PlanRecord(_Model):
 
     @property
     def sha256(self) -> str:
-        return content_sha256(self.content)
+        """The hash approvals are bound to: the content and, when set, the scope."""
+        return plan_sha256(self.content, self.scope)
+
+    def governs_writes(self) -> bool:
+        """Whether the approved plan limits or reviews what the agent changes."""
+        return self.is_being_implemented() and (
+            self.scope is not None or self.permission == "ask_each_edit"
+        )
 
     def pending_for(self, call_id: str) -> PendingRequest | None:
         return next((p for p in self.pending if p.call_id == call_id), None)
@@ -160,6 +182,7 @@ class PlanRecord(_Model):
         data["contentRevisions"] = self.content_revisions
         data["sha256"] = self.sha256
         data["gateActive"] = self.is_gate_active()
+        data["scopeSummary"] = self.scope.summary() if self.scope is not None else None
         return data
 
 

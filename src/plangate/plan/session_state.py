@@ -37,6 +37,9 @@ class Resolution(BaseModel):
     None when no reply was given (a request withdrawn by another decision)."""
     tool_name: str | None = None
     """The tool whose call this resolves."""
+    decides_call: bool = False
+    """The reply decided whether the call itself runs (an amendment or edit review): the
+    model sees the call's own result, not this one."""
 
 
 class IgnoredReply(BaseModel):
@@ -74,11 +77,19 @@ class PlanSessionState(BaseModel):
         """Take ``transition``'s record and remember the calls it resolved."""
         before = self.record
         names = {p.call_id: p.tool_name for p in before.pending} if before else {}
+        gating: set[str] = (
+            {p.call_id for p in before.pending if p.kind in ("amendment", "edit", "tool")}
+            if before
+            else set()
+        )
         self.record = transition.record
         for call_id, result in transition.resolutions.items():
             answered = reply if reply is not None and call_id == _answered_id(transition) else None
             self.resolutions[call_id] = Resolution(
-                result=result, reply=answered, tool_name=names.get(call_id)
+                result=result,
+                reply=answered,
+                tool_name=names.get(call_id),
+                decides_call=call_id in gating,
             )
 
     def apply_reply(

@@ -20,9 +20,9 @@ from plangate.plan.record import (
     PlanRecord,
     PlanStatus,
     Revision,
-    content_sha256,
 )
 from plangate.plan.replies import ReplyErrorCode
+from plangate.plan.scope import Scope, ScopeError, parse_permission, parse_scope, plan_sha256
 
 __all__ = [
     "PlanError",
@@ -260,15 +260,28 @@ def force_enter(
 
 
 def update_content(
-    record: PlanRecord | None, *, content: Any, mode: Any = "append", now: float
+    record: PlanRecord | None,
+    *,
+    content: Any,
+    mode: Any = "append",
+    now: float,
+    scope: Any = None,
 ) -> Transition:
-    """Append to or replace the plan body; the revision moves only on a real change."""
+    """Append to or replace the plan body and/or set its scope; the revision moves only
+    on a real change. ``scope`` (validated here) replaces the plan's scope when given."""
     if mode not in ("append", "replace"):
         raise PlanError("INVALID_ARGS", f"mode must be 'append' or 'replace', got {mode!r}")
-    content = _require_text(content, "content")
+    try:
+        new_scope = parse_scope(scope)
+    except ScopeError as exc:
+        raise PlanError("INVALID_ARGS", str(exc)) from None
+    if new_scope is None or content not in (None, ""):
+        content = _require_text(content, "content")
     _require_status(record, {PlanStatus.EXPLORING, PlanStatus.DRAFTING}, "update the plan")
     assert record is not None
-    if mode == "replace" or not record.content:
+    if not content:
+        new_content = record.content
+    elif mode == "replace" or not record.content:
         new_content = content
     else:
         separator = "" if record.content.endswith("\n") else "\n"
@@ -276,25 +289,41 @@ def update_content(
     updated = record.model_copy(deep=True)
     updated.status = PlanStatus.DRAFTING
     updated.updated_at = now
-    changed = new_content != record.content
+    if new_scope is not None:
+        updated.scope = new_scope
+    changed = new_content != record.content or updated.scope != record.scope
     if changed:
         updated.content = new_content
-        updated.revisions.append(
-            Revision(
-                number=len(updated.revisions) + 1,
-                content=new_content,
-                sha256=content_sha256(new_content),
-                author="model",
-                created_at=now,
-            )
-        )
+        _add_revision(updated, author="model", now=now)
     kind = "plan.transition" if record.status != updated.status else "plan.revised"
-    events = [_event(updated, record.status, actor="model", now=now, kind=kind, mode=mode)]
+    detail_scope = (
+        updated.scope.canonical() if updated.scope != record.scope and updated.scope else None
+    )
+    events = [
+        _event(
+            updated, record.status, actor="model", now=now, kind=kind, mode=mode, scope=detail_scope
+        )
+    ]
     if not changed and kind == "plan.revised":
         events = []
     message = f"Plan content updated ({mode})." if changed else "Plan content unchanged."
+    if new_scope is not None:
+        message += " Scope: " + new_scope.summary()
     return Transition(
         record=updated, result={"message": message, "plan": updated.dump()}, events=events
+    )
+
+
+def _add_revision(record: PlanRecord, *, author: Literal["model", "reviewer"], now: float) -> None:
+    record.revisions.append(
+        Revision(
+            number=len(record.revisions) + 1,
+            content=record.content,
+            sha256=plan_sha256(record.content, record.scope),
+            author=author,
+            created_at=now,
+            scope=record.scope,
+        )
     )
 
 
@@ -329,6 +358,9 @@ def request_exit(
         "approval_id": approval_id,
         "revision": updated.content_revisions,
         "sha256": updated.sha256,
+        "scope": updated.scope.model_dump(mode="json") if updated.scope else None,
+        "scope_summary": _scope_line(updated.scope),
+        "permission_options": ["auto", "ask_each_edit"],
         "timestamp": now,
     }
     # Questions asked in the same step stay open: each is answered on its own.
@@ -505,6 +537,10 @@ def apply_reply(
     _check_binding(pending, response)
     if pending.kind == "enter":
         return _resolve_enter(record, pending, response, now=now, actor=actor)
+    if pending.kind in ("amendment", "edit", "tool"):
+        from plangate.plan.amendments import resolve_amendment
+
+        return resolve_amendment(record, pending, response, now=now, actor=actor)
     return _resolve_exit(record, pending, response, now=now, actor=actor)
 
 
@@ -623,6 +659,27 @@ def _edited_content(pending: PendingRequest, response: dict[str, Any]) -> str | 
     return content if content.strip() else None
 
 
+def _edited_scope(response: dict[str, Any]) -> Scope | None:
+    try:
+        return parse_scope(response.get("scope"))
+    except ScopeError as exc:
+        raise ReplyIgnored(str(exc)) from None
+
+
+def _permission(response: dict[str, Any]) -> Any:
+    value = response.get("permission", "auto")
+    try:
+        return parse_permission(value)
+    except ScopeError as exc:
+        raise ReplyIgnored(str(exc)) from None
+
+
+def _scope_line(scope: Scope | None) -> str:
+    if scope is None:
+        return "No scope: once approved, the plan may write anywhere in the workspace."
+    return scope.summary()
+
+
 def _decision(
     record: PlanRecord,
     pending: PendingRequest,
@@ -643,6 +700,7 @@ def _decision(
         revision=record.content_revisions,
         sha256=record.sha256,
         note=note,
+        scope=record.scope,
         plan_id=record.id,
     )
 
@@ -705,27 +763,31 @@ def _resolve_exit(
 ) -> Transition:
     note = _note(pending, response)
     edited = _edited_content(pending, response)
+    edited_scope = _edited_scope(response)
+    permission = _permission(response)
     updated = _consume(record, pending, now)
     if response["status"] == "approved":
-        if edited is not None and edited != updated.content:
+        content_changed = edited is not None and edited != updated.content
+        scope_changed = edited_scope is not None and edited_scope != updated.scope
+        if edited is not None and content_changed:
             updated.content = edited
-            updated.revisions.append(
-                Revision(
-                    number=len(updated.revisions) + 1,
-                    content=edited,
-                    sha256=content_sha256(edited),
-                    author="reviewer",
-                    created_at=now,
-                )
-            )
+        if scope_changed:
+            updated.scope = edited_scope
+        if content_changed or scope_changed:
+            _add_revision(updated, author="reviewer", now=now)
+        updated.permission = permission
         updated.status = PlanStatus.APPROVED
         updated.reviewer_note = note
         updated.suggested_content = None
-        edited_note = " with the reviewer's edits" if updated.content != record.content else ""
+        edited_note = " with the reviewer's edits" if updated.sha256 != record.sha256 else ""
         message = (
             f"The user approved the plan (revision {updated.content_revisions}){edited_note}. "
             "Write tools are unlocked: implement the approved plan now."
         )
+        if updated.scope is not None:
+            message += f" {updated.scope.summary()} Anything else pauses for the user's amendment."
+        if updated.permission == "ask_each_edit":
+            message += " The user reviews each file write before it is made."
         if note:
             message += f" Reviewer note: {note}"
         steps = plan_steps(updated.content)
@@ -759,7 +821,9 @@ def _resolve_exit(
         note=note,
         withdrawn=withdrawn,
         approval_id=pending.approval_id,
-        edited=updated.content != record.content or None,
+        edited=updated.sha256 != record.sha256 or None,
+        scope=updated.scope.canonical() if updated.scope else None,
+        permission=updated.permission if response["status"] == "approved" else None,
     )
 
 
@@ -873,6 +937,20 @@ def _withdraw_open(
 
 
 def _request_noun(request: PendingRequest) -> str:
-    return {"question": "question", "enter": "entry request", "exit": "approval request"}[
-        request.kind
-    ]
+    return {
+        "question": "question",
+        "enter": "entry request",
+        "exit": "approval request",
+        "amendment": "amendment request",
+        "edit": "edit review",
+        "tool": "tool call review",
+    }[request.kind]
+
+
+# Shared with plangate.plan.amendments, which resolves its requests the same way.
+add_revision = _add_revision
+consume = _consume
+decided = _decided
+edited_scope = _edited_scope
+journal_event = _event
+reviewer_note = _note

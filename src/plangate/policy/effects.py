@@ -8,19 +8,23 @@ declaration is treated as side-effecting.
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
     "Effect",
     "declare_contained",
     "declare_effect",
+    "declare_write_path",
     "effect_of",
     "is_contained",
     "read_only",
+    "write_path_of",
 ]
 
 _ATTR = "__plangate_effect__"
 _CONTAINED = "__plangate_contained__"
+_PATHS = "__plangate_write_paths__"
 
 T = TypeVar("T")
 
@@ -32,6 +36,8 @@ class Effect(StrEnum):
     """Changes files, records or any other state outside the conversation."""
     SHELL = "shell"
     """Runs a shell command; read-only only when a parser proves the command is."""
+    NETWORK = "network"
+    """Reaches other machines (an API, a download, a push)."""
     SPAWN = "spawn"
     """Starts a sub-agent; as safe as the tools that sub-agent gets."""
 
@@ -69,3 +75,18 @@ def is_contained(tool: Any) -> bool:
     if getattr(tool, _CONTAINED, False):
         return True
     return bool(getattr(getattr(tool, "func", None), _CONTAINED, False))
+
+
+def declare_write_path(target: T, arg: str, root: Path) -> T:
+    """Declare that a write tool changes the file named by its argument ``arg``, relative
+    to ``root``: an approved plan's scope is then checked against that path."""
+    setattr(target, _PATHS, (arg, Path(root)))
+    return target
+
+
+def write_path_of(tool: Any) -> tuple[str, Path] | None:
+    """The ``(argument, root)`` a write tool declared, if any."""
+    declared = getattr(tool, _PATHS, None)
+    if declared is None:
+        declared = getattr(getattr(tool, "func", None), _PATHS, None)
+    return declared

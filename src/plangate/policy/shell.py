@@ -118,7 +118,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import bashlex
 from bashlex import ast as bash_ast
@@ -227,7 +227,7 @@ def _short_flags(arg: str, takes_value: str = "") -> str:
     """
     if not arg.startswith("-") or arg.startswith("--") or arg == "-":
         return ""
-    flags = []
+    flags: list[str] = []
     for letter in arg[1:]:
         flags.append(letter)
         if letter in takes_value:
@@ -797,8 +797,9 @@ class _Checker:
             self.words_in_redirect(redirect)
             self.redirect(redirect)
 
-    def command(self, node: Any) -> None:
-        words, redirects = [], []
+    def command(self, node: bash_ast.node) -> None:
+        words: list[bash_ast.node] = []
+        redirects: list[bash_ast.node] = []
         for part in node.parts:
             if part.kind == "assignment":
                 _deny(f"variable assignment '{part.word}' is not allowed")
@@ -1362,9 +1363,11 @@ def _script_writes(script: str, depth: int) -> _Write | None:
     return _WriteScan(script, depth).trees(trees)
 
 
-def _children(node: Any) -> Iterator[Any]:
+def _children(node: bash_ast.node) -> Iterator[bash_ast.node]:
+    value: object
     for value in vars(node).values():
-        for item in value if isinstance(value, list) else [value]:
+        items = cast("list[object]", value) if isinstance(value, list) else [value]
+        for item in items:
             if isinstance(item, bash_ast.node):
                 yield item
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 from pydantic import (
     BaseModel,
@@ -111,6 +111,7 @@ def parse_classifier_output(raw: str) -> Classification:
         raise ClassifierOutputError(f"PROTOCOL_CLASSIFIER_OUTPUT_INVALID:json:{exc.msg}") from None
     if not isinstance(data, dict):
         raise ClassifierOutputError("PROTOCOL_CLASSIFIER_OUTPUT_INVALID:not-an-object")
+    data = cast("dict[str, Any]", data)
     # JSON arrays arrive as lists; strict mode wants the declared tuple type.
     if isinstance(data.get("reasonCodes"), list):
         data["reasonCodes"] = tuple(data["reasonCodes"])

@@ -105,7 +105,7 @@ def _skill_policy_reasons(
     """Exposed?, and the reason trail including any rule that lost."""
     listed = policy.allowed_tools is not None and name in policy.allowed_tools
     if name in policy.denied_tools:
-        lost = []
+        lost: list[str] = []
         if name in always_allow:
             lost.append("always-allow:overridden-by-deny")
         if listed:
@@ -156,7 +156,7 @@ def build_tool_plan(
     for name in protocol_tools:
         add(name, "protocol", ["source:protocol", "protocol-runtime"])
 
-    entries = []
+    entries: list[ToolPlanEntry] = []
     for name, (source, reasons) in sourced.items():
         action = action_for_tool(name, aliases)
         if source == "protocol":
@@ -198,7 +198,7 @@ def resolve_availability(
     """
     allowed = set(allowed_actions(state, plan.common_actions(), definitions=definitions))
     tag = f"protocol:{state.protocol}:{state.phase}"
-    resolved = []
+    resolved: list[ToolPlanEntry] = []
     for entry in plan.entries:
         if not entry.exposed:
             resolved.append(entry)

@@ -6,7 +6,14 @@
 :mod:`~plangate.sandbox.context` carries the profile the plan gate chose for the call.
 """
 
-from plangate.sandbox.context import current_profile, hidden_paths, hide_path, set_profile
+from plangate.sandbox.context import (
+    current_profile,
+    current_scope,
+    hidden_paths,
+    hide_path,
+    set_profile,
+    set_scope,
+)
 from plangate.sandbox.policy import MAX_TIMEOUT_S, Limits, Profile, SandboxSpec
 from plangate.sandbox.probe import SandboxStatus, sandbox_status
 
@@ -17,8 +24,10 @@ __all__ = [
     "SandboxSpec",
     "SandboxStatus",
     "current_profile",
+    "current_scope",
     "hidden_paths",
     "hide_path",
     "sandbox_status",
     "set_profile",
+    "set_scope",
 ]

@@ -11,16 +11,34 @@ from __future__ import annotations
 from contextvars import ContextVar
 from pathlib import Path
 
+from plangate.plan.scope import Scope
 from plangate.sandbox.policy import Profile
 
-__all__ = ["current_profile", "hidden_paths", "hide_path", "set_profile"]
+__all__ = [
+    "current_profile",
+    "current_scope",
+    "hidden_paths",
+    "hide_path",
+    "set_profile",
+    "set_scope",
+]
 
 _profile: ContextVar[Profile | None] = ContextVar("plangate_sandbox_profile", default=None)
+_scope: ContextVar[Scope | None] = ContextVar("plangate_sandbox_scope", default=None)
 _hidden: set[Path] = set()
 
 
 def set_profile(profile: Profile) -> None:
     _profile.set(profile)
+
+
+def set_scope(scope: Scope | None) -> None:
+    """The approved plan scope the call acts under (None: the whole workspace)."""
+    _scope.set(scope)
+
+
+def current_scope() -> Scope | None:
+    return _scope.get()
 
 
 def current_profile() -> Profile:

@@ -9,7 +9,8 @@ Two profiles follow the plan state at the moment of the call:
   empty ``/tmp`` and ``HOME``, no network, its own PID namespace.
 * ``acting`` — the workspace writable (its ``.git/config``, ``.git/hooks`` and
   ``.plangate`` stay read-only), everything else read-only, a private ``/tmp``, network
-  only when the user allowed it.
+  only when the user allowed it. With an approved plan scope only the paths it names
+  are writable (``SandboxSpec.writable``, see :mod:`plangate.sandbox.scope_binds`).
 
 Both: no new privileges, a new session (no terminal input injection, CVE-2017-5226),
 death with the parent, an environment reduced to an allowlist, git hardened against
@@ -79,6 +80,9 @@ class SandboxSpec:
     """Paths hidden from the command (secrets, plangate's database): folders become an
     empty tmpfs, files read as empty."""
     limits: Limits = field(default_factory=Limits)
+    writable: tuple[Path, ...] | None = None
+    """With an approved plan scope, the only paths of the workspace the acting profile
+    may change (the rest of it is read-only); None makes the whole workspace writable."""
 
 
 # Variables a command may see. Everything else is dropped, and so is any allowed name
@@ -210,7 +214,13 @@ def bwrap_argv(
         elif path.exists():
             argv += ["--ro-bind", "/dev/null", str(path)]
     workspace = str(spec.workspace)
-    if spec.profile is Profile.ACTING:
+    if spec.profile is Profile.ACTING and spec.writable is not None:
+        argv += ["--ro-bind", workspace, workspace]
+        for path in spec.writable:
+            argv += ["--bind", str(path), str(path)]
+        for path in _protected_in(spec.workspace):
+            argv += ["--ro-bind", str(path), str(path)]
+    elif spec.profile is Profile.ACTING:
         argv += ["--bind", workspace, workspace]
         for path in _protected_in(spec.workspace):
             argv += ["--ro-bind", str(path), str(path)]

@@ -17,7 +17,7 @@ import copy
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
@@ -51,9 +51,12 @@ from google.genai import types
 
 from plangate.adk.database import failure_text
 from plangate.adk.protocols import protocol_runtime
+from plangate.adk.replies import replies_in
+from plangate.adk.runner import function_reply
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
 from plangate.plan.record import PendingRequest
+from plangate.plan.replies import ReplyError
 
 __all__ = [
     "BadRunInput",
@@ -66,13 +69,22 @@ __all__ = [
     "reply_id",
     "run_events",
     "shared_state",
+    "stopped_event",
 ]
 
 STALE_RESUME = "STALE_RESUME"
 AGENT_ERROR = "AGENT_ERROR"
 PROTOCOL_RUN_FAILED = "PROTOCOL_RUN_FAILED"
+RUN_STOPPED = "RUN_STOPPED"
 
-REASONS = {"enter": "plan_entry", "exit": "plan_approval", "question": "question"}
+REASONS = {
+    "enter": "plan_entry",
+    "exit": "plan_approval",
+    "question": "question",
+    "amendment": "scope_amendment",
+    "edit": "edit_review",
+    "tool": "tool_call",
+}
 
 _DECISION_SCHEMA = {"type": "string", "enum": ["approve", "reject"]}
 _NOTE_SCHEMA = {"type": "string", "description": "Optional note for the agent"}
@@ -170,6 +182,8 @@ def interrupt_for(request: PendingRequest) -> Interrupt:
             revision=request.revision,
             sha256=request.sha256,
             content=payload.get("content"),
+            scope=payload.get("scope"),
+            scope_summary=payload.get("scope_summary"),
         )
         schema = {
             "type": "object",
@@ -181,6 +195,21 @@ def interrupt_for(request: PendingRequest) -> Interrupt:
                 "revision": {"type": "integer", "const": request.revision},
                 "sha256": {"type": "string", "const": request.sha256},
             },
+        }
+    elif request.kind in ("amendment", "edit", "tool"):
+        message = str(payload.get("message") or "")
+        metadata.update(
+            title=payload.get("title"),
+            revision=request.revision,
+            sha256=request.sha256,
+            wants=payload.get("wants"),
+            scope_summary=payload.get("scope_summary"),
+            diff=payload.get("diff"),
+        )
+        schema = {
+            "type": "object",
+            "required": ["decision"],
+            "properties": {"decision": _DECISION_SCHEMA, "reviewer_note": _NOTE_SCHEMA},
         }
     else:
         message = str(payload.get("message") or "")
@@ -205,12 +234,14 @@ def interrupt_for(request: PendingRequest) -> Interrupt:
 
 @dataclass
 class PreparedRun:
-    """What a validated input asks for: one ADK turn, or a refusal reported in the stream."""
+    """What a validated input asks for: one ADK turn, human replies to record (and the
+    turn that resumes once all are in), or a refusal reported in the stream."""
 
     message: types.Content | None = None
     state_delta: dict[str, Any] | None = None
     requested_selection: str | None = None
-    replied_calls: tuple[str, ...] = ()
+    replies: list[types.Content] = field(default_factory=list)
+    """Human replies, each submitted through ``PlanSession.submit`` when the run starts."""
     stale: str | None = None
     """Why the input answers nothing pending; the run reports STALE_RESUME and changes nothing."""
 
@@ -289,7 +320,7 @@ def _from_resume(
 ) -> PreparedRun:
     by_id = {p.approval_id: p for p in pending}
     seen: set[str] = set()
-    parts: list[types.Part] = []
+    answered: list[tuple[PendingRequest, types.Content]] = []
     stale: list[str] = []
     for entry in entries:
         if entry.interrupt_id in seen:
@@ -304,23 +335,37 @@ def _from_resume(
         if mismatch:
             stale.append(f"{entry.interrupt_id} ({mismatch})")
             continue
-        parts.extend(reply.parts or [])
+        answered.append((request, reply))
     if stale:
         return _stale(prepared, stale, pending)
-    prepared.message = types.Content(role="user", parts=parts)
-    prepared.replied_calls = tuple(p.function_response.id or "" for p in parts)
+    prepared.replies = _in_call_order(answered, pending)
     return prepared
+
+
+def _in_call_order(
+    answered: list[tuple[PendingRequest, types.Content]], pending: list[PendingRequest]
+) -> list[types.Content]:
+    """Replies in the order the model asked: an approval withdraws the questions still
+    open, so the answers to questions asked beside it are recorded first."""
+    order = {p.call_id: i for i, p in enumerate(pending)}
+    return [reply for _, reply in sorted(answered, key=lambda a: order[a[0].call_id])]
 
 
 def _from_tool_messages(
     prepared: PreparedRun, replies: list[ToolMessage], pending: list[PendingRequest]
 ) -> PreparedRun:
     by_call = {p.call_id: p for p in pending}
-    parts: list[types.Part] = []
+    answered: list[tuple[PendingRequest, types.Content]] = []
+    unbound: list[types.Content] = []
     stale: list[str] = []
     for message in replies:
-        request = by_call.get(message.tool_call_id)
         response = _tool_message_json(message)
+        if not message.tool_call_id:
+            # Seed 000's shape: a reply without a call id answers the single open request
+            # of its kind; submit() refuses it with a code when none or several are open.
+            unbound.append(_unbound_reply(response, pending))
+            continue
+        request = by_call.get(message.tool_call_id)
         if request is None:
             stale.append(f"tool call {message.tool_call_id}")
             continue
@@ -329,18 +374,44 @@ def _from_tool_messages(
         if mismatch:
             stale.append(f"tool call {message.tool_call_id} ({mismatch})")
             continue
-        parts.append(
-            types.Part(
-                function_response=types.FunctionResponse(
-                    id=request.call_id, name=request.tool_name, response=response
-                )
-            )
-        )
+        reply = function_reply(request.call_id, request.tool_name, _adk_reply(request, response))
+        answered.append((request, reply))
     if stale:
         return _stale(prepared, stale, pending)
-    prepared.message = types.Content(role="user", parts=parts)
-    prepared.replied_calls = tuple(p.function_response.id or "" for p in parts)
+    prepared.replies = _in_call_order(answered, pending) + unbound
     return prepared
+
+
+def _adk_reply(request: PendingRequest, response: dict[str, Any]) -> dict[str, Any]:
+    """A seed-style reply as the plan runtime reads it (a question's status is implied)."""
+    if request.kind == "question" and "status" not in response:
+        return {"status": "answered", **response}
+    return response
+
+
+def _unbound_reply(response: dict[str, Any], pending: list[PendingRequest]) -> types.Content:
+    """A reply without a call id, named for the kind of request its shape answers."""
+    if "answer" in response:
+        answer = response.get("answer")
+        if not isinstance(answer, str) or not answer.strip():
+            raise BadRunInput("a question reply needs a non-empty string 'answer'")
+        name = "ask_user_question"
+        response = {"status": "answered", **response}
+    elif response.get("status") in ("approved", "rejected"):
+        _optional_str(response, "reviewer_note")
+        _optional_str(response, "content")
+        decisions = {p.tool_name for p in pending if p.kind != "question"}
+        # With no open decision (or both kinds open) submit() says so with its code.
+        name = decisions.pop() if len(decisions) == 1 else "exit_plan_mode"
+    else:
+        raise BadRunInput(
+            'a reply without a toolCallId must be {"answer": …} or '
+            '{"status": "approved" | "rejected"}'
+        )
+    return types.Content(
+        role="user",
+        parts=[types.Part(function_response=types.FunctionResponse(name=name, response=response))],
+    )
 
 
 def _stale(prepared: PreparedRun, stale: list[str], pending: list[PendingRequest]) -> PreparedRun:
@@ -424,19 +495,46 @@ def reply_for(request: PendingRequest, entry: ResumeEntry) -> types.Content:
         if not isinstance(answer, str) or not answer.strip():
             raise BadRunInput("a question needs a non-empty string 'answer'")
         return PlanSession.answer(request, answer)
-    decision = "reject" if cancelled else payload.get("decision")
+    decision = "reject" if cancelled else _decision(payload)
     if decision not in ("approve", "reject"):
         raise BadRunInput(
-            f"'decision' must be 'approve' or 'reject' for a {REASONS[request.kind]} interrupt"
+            f"a {REASONS[request.kind]} interrupt needs 'decision': 'approve' or 'reject' "
+            "(or the ADK shape 'status': 'approved' or 'rejected')"
         )
     if request.kind == "enter":
         return PlanSession.confirm_enter(request, decision == "approve", note)
     content = _optional_str(payload, "content")
     if decision == "approve":
-        return PlanSession.approve(request, content=content, note=note)
+        # An edited scope and the permission are checked where they are applied (a bad
+        # one is refused with its reason and changes nothing).
+        return PlanSession.approve(
+            request,
+            content=content,
+            note=note,
+            scope=payload.get("scope"),
+            permission=payload.get("permission"),
+        )
     if cancelled and not note:
         note = "The reviewer cancelled this approval request."
     return PlanSession.reject(request, note=note or "", content=content)
+
+
+def _decision(payload: dict[str, Any]) -> Any:
+    """``{"decision": "approve"}`` (the interrupt's schema) or the README's ADK shape
+    ``{"status": "approved"}``; both given must agree."""
+    decision = payload.get("decision")
+    status = payload.get("status")
+    if status is None:
+        return decision
+    from_status = _STATUS_DECISIONS.get(status) if isinstance(status, str) else None
+    if from_status is None:
+        raise BadRunInput(f"'status' must be 'approved' or 'rejected', got {status!r}")
+    if decision is not None and decision != from_status:
+        raise BadRunInput(f"'decision' {decision!r} contradicts 'status' {status!r}")
+    return from_status
+
+
+_STATUS_DECISIONS = {"approved": "approve", "rejected": "reject"}
 
 
 def reply_id(call_id: str) -> str:
@@ -565,11 +663,31 @@ async def run_events(
         if prepared.stale is not None:
             yield RunErrorEvent(message=prepared.stale, code=STALE_RESUME, timestamp=_now_ms())
             return
+        message = prepared.message
+        unanswered: list[str] = []
+        if prepared.replies:
+            submitted, refused = await _submit(session, prepared.replies)
+            waiting = await session.awaiting()
+            if refused is not None or not waiting.ready:
+                # Each answer is recorded as it arrives; the run resumes only once every
+                # paused call is answered. Until then this run reports what was recorded.
+                replies, _ = await _reply_results(session, submitted)
+                for reply in replies:
+                    yield reply
+                delta = mirror.update(await _session_state(session, keys))
+                if delta is not None:
+                    yield delta
+                if refused is not None:
+                    yield _reply_error(refused)
+                    return
+                yield _finished(thread_id, run_id, waiting.open)
+                return
+            message = waiting.message
+            unanswered = _call_ids(message)
         translator = EventTranslator()
-        unanswered = list(prepared.replied_calls)
-        assert prepared.message is not None
+        assert message is not None
         async for event in session.run(
-            prepared.message, state_delta=prepared.state_delta, run_config=_run_config()
+            message, state_delta=prepared.state_delta, run_config=_run_config()
         ):
             if unanswered:
                 # A reply is resolved when the plan runtime takes it, which may come after
@@ -604,11 +722,68 @@ async def run_events(
         # AG-UI: a run that failed must not be reported as a success.
         yield failure
         return
+    yield _finished(thread_id, run_id, pending)
+
+
+def _finished(thread_id: str, run_id: str, pending: list[PendingRequest]) -> RunFinishedEvent:
+    """The end of a run: the requests still waiting as interrupts, or success."""
+    outcome: Any
     if pending:
-        outcome: Any = RunFinishedInterruptOutcome(interrupts=[interrupt_for(p) for p in pending])
+        outcome = RunFinishedInterruptOutcome(interrupts=[interrupt_for(p) for p in pending])
     else:
         outcome = RunFinishedSuccessOutcome()
-    yield RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=outcome, timestamp=_now_ms())
+    return RunFinishedEvent(
+        thread_id=thread_id, run_id=run_id, outcome=outcome, timestamp=_now_ms()
+    )
+
+
+async def _submit(
+    session: PlanSession, replies: Sequence[types.Content]
+) -> tuple[list[str], ReplyError | None]:
+    """Record each reply the moment it is taken; stop at the first refused one (the ones
+    before it stay recorded: each is an answer in its own right)."""
+    submitted: list[str] = []
+    for reply in replies:
+        try:
+            await session.submit(reply)
+        except ReplyError as exc:
+            return submitted, exc
+        call_id = _call_ids(reply)[0] or ""
+        if not call_id:  # a reply without id: the request it matched
+            call_id = await _matched_call(session, reply)
+        submitted.append(call_id)
+    return submitted, None
+
+
+async def _matched_call(session: PlanSession, reply: types.Content) -> str:
+    state = await session.plan_state()
+    response = replies_in(reply)[0].response
+    for call_id, resolution in reversed(state.resolutions.items()):
+        if resolution.reply == response:
+            return call_id
+    return ""
+
+
+def _call_ids(message: types.Content) -> list[str]:
+    return [r.id or "" for r in replies_in(message)]
+
+
+def _reply_error(exc: ReplyError) -> RunErrorEvent:
+    """A refused reply as the run's error: the code once, the message and what to do."""
+    return RunErrorEvent(
+        message=f"{exc.message}. {exc.hint[:1].upper()}{exc.hint[1:]}.",
+        code=exc.code.value,
+        timestamp=_now_ms(),
+    )
+
+
+def stopped_event() -> RunErrorEvent:
+    """How a run the user stopped ends."""
+    return RunErrorEvent(
+        message="Stopped by you. Nothing after this point ran; send a message to go on.",
+        code=RUN_STOPPED,
+        timestamp=_now_ms(),
+    )
 
 
 def _protocol_view(state: dict[str, Any], keys: StateKeys) -> dict[str, Any]:

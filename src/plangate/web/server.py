@@ -5,9 +5,12 @@ Endpoints
     GET  /health                    liveness
     GET  /api/info                  agent and model
     POST /api/agent                 an AG-UI run (RunAgentInput in, SSE events out)
+    GET  /api/threads                the threads in the database, newest first
     GET  /api/threads/{id}          messages, state, pending interrupts, journal
     GET  /api/threads/{id}/journal  the governance journal (plan and protocol events)
+    POST /api/threads/{id}/mode     the Plan/Agent toggle (applies at the next step of a run)
     POST /api/threads/{id}/leave-plan  the user's exit from Plan Mode (cancels the plan)
+    POST /api/threads/{id}/stop     stop the run in progress (journaled)
 
 Safe to expose: loopback without a token by default (Host checked against loopback
 names, so DNS rebinding cannot reach it), a bearer token everywhere else; no CORS;
@@ -59,8 +62,9 @@ from plangate.web.agui import (
     lease_lost_event,
     prepare_run,
     run_events,
+    stopped_event,
 )
-from plangate.web.threads import journal_json, thread_journal, thread_json
+from plangate.web.threads import journal_json, thread_journal, thread_json, thread_list
 
 __all__ = ["LOOPBACK_HOSTS", "create_app", "is_loopback", "serve"]
 
@@ -182,8 +186,10 @@ class WebState:
         self.about = about
         self.runs: dict[str, asyncio.Task[None] | None] = {}
         """Threads with a run in progress (None while the run is being prepared)."""
+        self.stopping: set[str] = set()
+        """Threads whose run the user stopped (the run journals it as it ends)."""
         self.threads = ThreadRuns(runner, user_id)
-        """The same, across every process on the database (leases)."""
+        """Threads with a run in progress across every process on the database (leases)."""
 
     def plan_session(self, thread_id: str) -> PlanSession:
         return PlanSession(self.runner, user_id=self.user_id, session_id=thread_id)
@@ -215,7 +221,12 @@ async def health(request: Request) -> Response:
         await database_health(_web(request).runner)
     except DatabaseError as exc:
         return JSONResponse(
-            {"ok": False, "database": "unavailable", "code": exc.code.value, "error": exc.line()},
+            {
+                "ok": False,
+                "database": "unavailable",
+                "code": exc.code.value,
+                "error": exc.line(),
+            },
             status_code=503,
             headers={"Cache-Control": "no-store"},
         )
@@ -312,7 +323,7 @@ async def agent(request: Request) -> Response:
         session = web.plan_session(thread_id)
         existed = await web.exists(thread_id)
         prepared = await prepare_run(session, run_input, new_thread=not existed)
-        if not existed and prepared.stale is None:
+        if not existed and prepared.stale is None and not prepared.replies:
             await PlanSession.open(web.runner, user_id=web.user_id, session_id=thread_id)
     except BadRunInput as exc:
         await _end_run(web, thread_id, lease)
@@ -342,13 +353,19 @@ async def agent(request: Request) -> Response:
             ):
                 queue.put_nowait(encoder.encode(event))
         except asyncio.CancelledError:
-            if not lost:
-                raise
-            # The lease could not be renewed in time (the database was away for the
-            # whole lease) and another server took the thread: stop rather than run
-            # twice, and say so.
-            queue.put_nowait(encoder.encode(lease_lost_event()))
+            if lost:
+                # The lease could not be renewed in time (the database was away for the
+                # whole lease) and another server took the thread: stop rather than run
+                # twice, and say so.
+                queue.put_nowait(encoder.encode(lease_lost_event()))
+            elif thread_id in web.stopping:
+                # The user pressed Stop: end the stream with a terminal event, journal it.
+                queue.put_nowait(encoder.encode(stopped_event()))
+                await session.note_stopped(surface="web")
+            else:
+                raise  # the server is shutting down
         finally:
+            web.stopping.discard(thread_id)
             # Free the thread before the stream ends: a client that sends its next run
             # right after the last event must not be refused.
             try:
@@ -413,7 +430,29 @@ async def journal(request: Request) -> Response:
 
 async def leave_plan(request: Request) -> Response:
     """The user's explicit exit from Plan Mode (the page's Agent toggle): the plan is
-    cancelled and journaled, pending requests are withdrawn, the selection becomes Agent."""
+    cancelled and journaled, pending requests are withdrawn, the selection becomes Agent.
+    During a run the exit is recorded and applied at the run's next step boundary."""
+    return await _select_mode(request, "agent")
+
+
+async def select_mode(request: Request) -> Response:
+    """The Plan/Agent toggle: ``{"mode": "plan" | "agent"}``. During a run the selection
+    is recorded and applies at the next step boundary; between runs Agent leaves Plan
+    Mode at once and Plan applies from the next message."""
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    try:
+        body = await _json_body(request, _web(request).max_body_bytes)
+    except BadRunInput as exc:
+        return _error(exc.status, "BAD_INPUT", exc.message)
+    mode = body.get("mode")
+    if mode not in ("plan", "agent"):
+        return _error(422, "BAD_INPUT", "'mode' must be 'plan' or 'agent'")
+    return await _select_mode(request, mode)
+
+
+async def _select_mode(request: Request, mode: str) -> Response:
     found = await _thread_or_404(request)
     if isinstance(found, Response):
         return found
@@ -421,28 +460,57 @@ async def leave_plan(request: Request) -> Response:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json":
         return _error(415, "BAD_INPUT", "send Content-Type: application/json")
-    if thread_id in web.runs:
-        return _error(
-            409, "RUN_IN_PROGRESS", f"thread {thread_id!r} has a run in progress; wait for it"
-        )
-    web.runs[thread_id] = None  # no run may start while the plan is being cancelled
+    session = web.plan_session(thread_id)
+    running = thread_id in web.runs
+    if not running:
+        web.runs[thread_id] = None  # no run may start while the plan is being cancelled
     try:
-        lease = await web.threads.start(thread_id, "leave-plan")
-    except LeaseHeld:
-        web.runs.pop(thread_id, None)
-        return _error(
-            409, "RUN_IN_PROGRESS", f"thread {thread_id!r} has a run in progress; wait for it"
-        )
-    except BaseException:
-        web.runs.pop(thread_id, None)
-        raise
-    try:
-        session = web.plan_session(thread_id)
-        message = await session.leave_plan()
-        data = await thread_json(session, running=False)
+        message = await (session.select_plan() if mode == "plan" else session.leave_plan())
+        data = await thread_json(session, running=running)
+    except RuntimeError as exc:
+        return _error(409, "MODE_NOT_CHANGED", str(exc))
     finally:
-        await _end_run(web, thread_id, lease)
+        if not running:
+            web.runs.pop(thread_id, None)
     return JSONResponse({"message": message, **data}, headers={"Cache-Control": "no-store"})
+
+
+async def stop(request: Request) -> Response:
+    """Stop the thread's run in progress (journaled); the stream ends with RUN_ERROR
+    ``RUN_STOPPED``. Stopping when nothing runs changes nothing."""
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    web, thread_id = found
+    task = web.runs.get(thread_id)
+    if task is None or task.done():
+        return JSONResponse({"stopped": False, "message": "Nothing is running on this thread."})
+    web.stopping.add(thread_id)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait({task})
+    return JSONResponse({"stopped": True, "message": "Stopped. Send a message to go on."})
+
+
+async def threads(request: Request) -> Response:
+    """The threads in the database, newest first: id, last update and the first message."""
+    web = _web(request)
+    data = await thread_list(web.runner, web.user_id, running=set(web.runs))
+    return JSONResponse({"threads": data}, headers={"Cache-Control": "no-store"})
+
+
+async def _json_body(request: Request, limit: int) -> dict[str, Any]:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise BadRunInput("send Content-Type: application/json", status=415)
+    body = await _read_body(request, limit)
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise BadRunInput(f"the body is not valid JSON: {exc}", status=400) from None
+    if not isinstance(data, dict):
+        raise BadRunInput("the body must be a JSON object", status=400)
+    return data
 
 
 async def _sweep_forever(web: WebState) -> None:
@@ -507,9 +575,12 @@ def create_app(
             Route("/health", health),
             Route("/api/info", info),
             Route("/api/agent", agent, methods=["POST"]),
+            Route("/api/threads", threads),
             Route("/api/threads/{thread_id}", thread),
             Route("/api/threads/{thread_id}/journal", journal),
             Route("/api/threads/{thread_id}/leave-plan", leave_plan, methods=["POST"]),
+            Route("/api/threads/{thread_id}/mode", select_mode, methods=["POST"]),
+            Route("/api/threads/{thread_id}/stop", stop, methods=["POST"]),
             Mount("/static", StaticFiles(directory=_static_dir()), name="static"),
         ],
         lifespan=lifespan,

@@ -12,6 +12,7 @@ from typing import Any
 
 from ag_ui.core import AssistantMessage, FunctionCall, Message, ToolCall, ToolMessage, UserMessage
 from google.adk.agents import LlmAgent
+from google.adk.runners import Runner
 
 from plangate.adk.protocols import protocol_runtime
 from plangate.adk.scope import PlanScope
@@ -20,7 +21,10 @@ from plangate.plan.session_state import PlanSessionState
 from plangate.store.store import JournalEntry
 from plangate.web.agui import StateKeys, interrupt_for, reply_id, shared_state
 
-__all__ = ["journal_json", "thread_journal", "thread_json", "thread_messages"]
+__all__ = ["journal_json", "thread_journal", "thread_json", "thread_list", "thread_messages"]
+
+THREAD_LIST_LIMIT = 50
+"""The newest threads listed; older ones open by their id (``#thread=<id>``)."""
 
 
 def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Message]:
@@ -176,7 +180,9 @@ async def thread_json(session: PlanSession, *, running: bool) -> dict[str, Any]:
         "mode": {"active": mode.active, "pending": mode.pending, "planStatus": mode.plan_status},
         "interrupts": [
             interrupt_for(p).model_dump(mode="json", by_alias=True)
-            for p in (record.pending if record else [])
+            # The open requests in the order the model asked (the tools of one step run
+            # concurrently, so the order they were recorded in can differ).
+            for p in (record.open_requests() if record else [])
         ],
         "journal": journal_json(await thread_journal(session)),
         "archivedPlans": [
@@ -193,3 +199,46 @@ async def thread_json(session: PlanSession, *, running: bool) -> dict[str, Any]:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+async def thread_list(runner: Runner, user_id: str, *, running: set[str]) -> list[dict[str, Any]]:
+    """The user's threads in the database, newest first, each with its first message as a
+    title, its plan status and whether a run is in progress."""
+    service = runner.session_service
+    listed = await service.list_sessions(app_name=runner.app_name, user_id=user_id)
+    newest = sorted(listed.sessions, key=lambda s: s.last_update_time, reverse=True)
+    out: list[dict[str, Any]] = []
+    for summary in newest[:THREAD_LIST_LIMIT]:
+        session = await service.get_session(
+            app_name=runner.app_name, user_id=user_id, session_id=summary.id
+        )
+        if session is None:
+            continue
+        out.append(
+            {
+                "threadId": session.id,
+                "updatedAt": session.last_update_time,
+                "title": _first_user_text(session.events),
+                "planStatus": _plan_status(session.state),
+                "running": session.id in running,
+            }
+        )
+    return out
+
+
+def _first_user_text(events: list[Any]) -> str:
+    for event in events:
+        if event.author != "user" or event.content is None:
+            continue
+        text = " ".join(p.text for p in event.content.parts or [] if p.text).strip()
+        if text:
+            return text if len(text) <= 80 else text[:79] + "…"
+    return ""
+
+
+def _plan_status(state: dict[str, Any]) -> str | None:
+    for key, value in state.items():
+        if key.startswith("plan:") and isinstance(value, dict):
+            status = value.get("status")
+            return str(status) if status else None
+    return None

@@ -1,6 +1,6 @@
 // plangate web UI: an AG-UI client with a live plan panel, approval cards and a governance
-// timeline. No framework and no build step; every string from the server is escaped
-// before it reaches the DOM (text nodes, or the small Markdown renderer below).
+// timeline. No framework and no build step; every string from the server reaches the DOM
+// as text nodes, or as Markdown rendered and sanitized by render.js.
 "use strict";
 
 (() => {
@@ -14,7 +14,7 @@
       if (value === null || value === undefined || value === false) continue;
       if (key === "class") node.className = value;
       else if (key === "text") node.textContent = value;
-      else if (key === "html") node.innerHTML = value; // only ever output of markdown()/inline()
+      else if (key === "html") node.innerHTML = value; // only ever sanitized output of render.js
       else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
@@ -29,15 +29,6 @@
     const bytes = new Uint8Array(8);
     crypto.getRandomValues(bytes);
     return prefix + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  }
-
-  function escapeHtml(text) {
-    return String(text)
-      .replace(/&/g, "&amp;")
-      .replace(/</g, "&lt;")
-      .replace(/>/g, "&gt;")
-      .replace(/"/g, "&quot;")
-      .replace(/'/g, "&#39;");
   }
 
   function parseJson(text) {
@@ -62,171 +53,11 @@
     return text.length > n ? text.slice(0, n - 1) + "…" : text;
   }
 
-  // ---------------------------------------------------------------- Markdown (safe subset)
-  // Everything is escaped first; only the tags produced here reach innerHTML.
+  // ---------------------------------------------------------------- rendering (render.js)
+  // Markdown, diffs and tool results for people; every HTML string it returns is sanitized.
 
-  function inline(text) {
-    let out = escapeHtml(text);
-    const codes = [];
-    out = out.replace(/`([^`]+)`/g, (_, code) => {
-      codes.push(code);
-      return `\u0000${codes.length - 1}\u0000`;
-    });
-    out = out
-      .replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>")
-      .replace(/(^|[^*\w])\*([^*\s][^*]*)\*/g, "$1<em>$2</em>")
-      .replace(/(^|[^\w])_([^_\s][^_]*)_(?!\w)/g, "$1<em>$2</em>")
-      .replace(
-        /\[([^\]]+)\]\((https?:\/\/[^\s)]+)\)/g,
-        '<a href="$2" target="_blank" rel="noopener noreferrer">$1</a>'
-      );
-    return out.replace(/\u0000(\d+)\u0000/g, (_, i) => `<code>${codes[Number(i)]}</code>`);
-  }
-
-  function markdown(source) {
-    const lines = String(source || "").replace(/\r\n?/g, "\n").split("\n");
-    const html = [];
-    let i = 0;
-    let paragraph = [];
-    const flush = () => {
-      if (paragraph.length) html.push(`<p>${paragraph.map((l) => inline(l.trim())).join(" ")}</p>`);
-      paragraph = [];
-    };
-    while (i < lines.length) {
-      const line = lines[i];
-      const fence = line.match(/^\s*```/);
-      if (fence) {
-        flush();
-        const body = [];
-        i += 1;
-        while (i < lines.length && !/^\s*```/.test(lines[i])) body.push(lines[i++]);
-        i += 1;
-        html.push(`<pre><code>${escapeHtml(body.join("\n"))}</code></pre>`);
-        continue;
-      }
-      const heading = line.match(/^(#{1,6})\s+(.*)$/);
-      if (heading) {
-        flush();
-        const level = Math.min(heading[1].length + 2, 6); // h3.. inside panels
-        html.push(`<h${level}>${inline(heading[2])}</h${level}>`);
-        i += 1;
-        continue;
-      }
-      if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) {
-        flush();
-        html.push("<hr>");
-        i += 1;
-        continue;
-      }
-      const item = line.match(/^\s*([-*+]|\d+[.)])\s+(.*)$/);
-      if (item) {
-        flush();
-        const ordered = /\d/.test(item[1]);
-        const tag = ordered ? "ol" : "ul";
-        const items = [];
-        while (i < lines.length) {
-          const m = lines[i].match(/^\s*([-*+]|\d+[.)])\s+(.*)$/);
-          if (!m || /\d/.test(m[1]) !== ordered) break;
-          let text = m[2];
-          let box = "";
-          const task = text.match(/^\[([ xX])\]\s+(.*)$/);
-          if (task) {
-            box = task[1].trim() ? "☑ " : "☐ ";
-            text = task[2];
-          }
-          items.push(`<li>${box}${inline(text)}</li>`);
-          i += 1;
-        }
-        const start = ordered ? parseInt(item[1], 10) : 1;
-        const startAttr = ordered && start !== 1 ? ` start="${start}"` : "";
-        html.push(`<${tag}${startAttr}>${items.join("")}</${tag}>`);
-        continue;
-      }
-      const quote = line.match(/^\s*>\s?(.*)$/);
-      if (quote) {
-        flush();
-        const body = [];
-        while (i < lines.length && /^\s*>/.test(lines[i])) {
-          body.push(lines[i].replace(/^\s*>\s?/, ""));
-          i += 1;
-        }
-        html.push(`<blockquote>${body.map(inline).join("<br>")}</blockquote>`);
-        continue;
-      }
-      if (!line.trim()) {
-        flush();
-        i += 1;
-        continue;
-      }
-      paragraph.push(line);
-      i += 1;
-    }
-    flush();
-    return html.join("\n");
-  }
-
-  // ---------------------------------------------------------------- line diff (LCS)
-
-  function diffLines(before, after) {
-    const a = String(before || "").split("\n");
-    const b = String(after || "").split("\n");
-    if (a.length * b.length > 4_000_000) {
-      return [...a.map((t) => ({ op: "del", text: t })), ...b.map((t) => ({ op: "add", text: t }))];
-    }
-    const n = a.length;
-    const m = b.length;
-    const table = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
-    for (let x = n - 1; x >= 0; x--) {
-      for (let y = m - 1; y >= 0; y--) {
-        table[x][y] = a[x] === b[y] ? table[x + 1][y + 1] + 1 : Math.max(table[x + 1][y], table[x][y + 1]);
-      }
-    }
-    const out = [];
-    let x = 0;
-    let y = 0;
-    while (x < n && y < m) {
-      if (a[x] === b[y]) {
-        out.push({ op: "ctx", text: a[x] });
-        x++;
-        y++;
-      } else if (table[x + 1][y] >= table[x][y + 1]) {
-        out.push({ op: "del", text: a[x++] });
-      } else {
-        out.push({ op: "add", text: b[y++] });
-      }
-    }
-    while (x < n) out.push({ op: "del", text: a[x++] });
-    while (y < m) out.push({ op: "add", text: b[y++] });
-    return out;
-  }
-
-  // Changed lines with a little context; long unchanged stretches fold into one line.
-  function renderDiff(before, after, context = 2) {
-    const rows = diffLines(before, after);
-    const box = el("div", { class: "diff", role: "region", "aria-label": "Changes" });
-    const changed = rows.map((r) => r.op !== "ctx");
-    if (!changed.some(Boolean)) {
-      box.append(el("div", { class: "diff-none", text: "No changes." }));
-      return box;
-    }
-    const near = rows.map((_, i) => changed.slice(Math.max(0, i - context), i + context + 1).some(Boolean));
-    let folded = 0;
-    const fold = () => {
-      if (folded) box.append(el("div", { class: "diff-fold", text: `⋯ ${folded} unchanged line${folded > 1 ? "s" : ""}` }));
-      folded = 0;
-    };
-    rows.forEach((row, i) => {
-      if (!near[i]) {
-        folded += 1;
-        return;
-      }
-      fold();
-      const sign = row.op === "add" ? "+" : row.op === "del" ? "−" : " ";
-      box.append(el("div", { class: `diff-line ${row.op}` }, el("span", { class: "diff-sign", text: sign }), row.text || " "));
-    });
-    fold();
-    return box;
-  }
+  const R = window.plangateRender;
+  const renderDiff = (before, after) => R.renderDiff(before, after);
 
   // ---------------------------------------------------------------- JSON Patch (RFC 6902)
 
@@ -319,6 +150,9 @@
     bubbles: new Map(), // message id -> {node, text}
     journal: [],
     loading: true,
+    fetching: false,
+    loadAgain: false,
+    loadedRunning: false, // the thread had a run in progress when it was last loaded
   };
   window.__events = [];
 
@@ -375,16 +209,21 @@
   }
 
   async function getJson(path) {
-    const response = await fetch(path, { headers: headers(), cache: "no-store" });
+    const response = await fetch(path, { headers: headers(), cache: "no-store" }).catch(() => null);
+    if (!response) return { status: 0, ok: false, body: { error: "the server did not answer" } };
     const body = await response.json().catch(() => ({}));
     return { status: response.status, ok: response.ok, body };
   }
 
-  function showBanner(text, kind) {
+  // An optional action ({label, run}) offers the way on, e.g. Retry for a message kept.
+  function showBanner(text, kind, action) {
     const banner = $("banner");
+    const retry = action
+      ? el("button", { type: "button", class: "small", onclick: () => { banner.hidden = true; action.run(); }, text: action.label })
+      : null;
     banner.replaceChildren(
       el("span", { text }),
-      el("button", { type: "button", class: "ghost small", onclick: () => (banner.hidden = true), text: "Dismiss" })
+      el("span", { class: "banner-actions" }, retry, el("button", { type: "button", class: "ghost small", onclick: () => (banner.hidden = true), text: "Dismiss" }))
     );
     banner.className = `banner ${kind || "error"}`;
     banner.hidden = false;
@@ -422,8 +261,10 @@
 
   function addUserBubble(text) {
     $("empty").hidden = true;
-    $("messages").append(el("div", { class: "msg user" }, el("div", { class: "bubble", text })));
+    const node = el("div", { class: "msg user" }, el("div", { class: "bubble", text }));
+    $("messages").append(node);
     scrollDown(true);
+    return node;
   }
 
   // Tool calls without text of their own (one model step each) join the assistant bubble
@@ -451,7 +292,7 @@
 
   function setBubbleText(entry, text) {
     entry.text = text;
-    entry.body.innerHTML = markdown(text);
+    entry.body.innerHTML = R.markdownHtml(text);
     entry.body.hidden = !text;
     scrollDown();
   }
@@ -502,8 +343,8 @@
         const kind = result.exit_code === 0 ? "ok" : "error";
         return { kind, text: `exit ${result.exit_code}${last ? " · " + truncate(last, 120) : ""}` };
       }
-      if (name === "Edit" && "replacements" in result) return { kind: "ok", text: `${result.replacements} replacement(s) in ${result.path}` };
-      if (name === "Write" && "bytes_written" in result) return { kind: "ok", text: `${result.bytes_written} bytes written` };
+      if (name === "Edit" && "replacements" in result) return { kind: "ok", text: `edited ${result.path}` };
+      if (name === "Write" && "bytes_written" in result) return { kind: "ok", text: `${result.created === false ? "rewrote" : "created"} ${result.path}` };
       if (name === "Read" && "total_lines" in result) return { kind: "ok", text: `${result.total_lines} lines` };
       if (name === "Glob" && Array.isArray(result.paths)) return { kind: "ok", text: `${result.paths.length} files` };
       if (name === "Grep" && Array.isArray(result.matches)) return { kind: "ok", text: `${result.matches.length} matches` };
@@ -538,10 +379,12 @@
     const note = el("div", { class: "tool-note", hidden: true });
     const argsPre = el("pre", { class: "tool-json" });
     const resultPre = el("pre", { class: "tool-json" });
+    const view = el("div", { class: "tool-view", hidden: true });
+    // The summary names its call, so each tool block's tab stop says what it opens.
     const details = el(
       "details",
       { class: "tool-details" },
-      el("summary", { text: "details" }),
+      el("summary", {}, "raw call", el("span", { class: "sr-only tool-which", text: ` #${S.tools.size + 1} of ${name}` })),
       el("div", { class: "tool-label", text: "arguments" }),
       argsPre,
       el("div", { class: "tool-label", text: "result" }),
@@ -552,10 +395,11 @@
       { class: "tool running", "data-call-id": id, "data-tool": name },
       el("div", { class: "tool-head" }, el("span", { class: "tool-name", text: name }), args, status),
       note,
+      view,
       details
     );
     bubble.tools.append(node);
-    tool = { id, name, node, status, args, note, argsPre, resultPre, argText: "" };
+    tool = { id, name, node, status, args, note, view, details, argsPre, resultPre, argText: "", number: S.tools.size + 1 };
     S.tools.set(id, tool);
     if (HITL.has(name)) setToolState(tool, "waiting", "");
     scrollDown();
@@ -566,6 +410,7 @@
     tool.argText = text;
     const args = parseJson(text);
     tool.args.textContent = argSummary(tool.name, args);
+    tool.details.querySelector(".tool-which").textContent = ` #${tool.number} of ${tool.name} ${tool.args.textContent}`.trimEnd();
     tool.argsPre.textContent = args === undefined ? text : JSON.stringify(args, null, 2);
   }
 
@@ -583,6 +428,9 @@
     const summary = resultSummary(tool.name, result === undefined ? content : result);
     const quiet = summary.kind === "ok" && !SHOW_OK.has(tool.name);
     setToolState(tool, summary.kind, quiet ? "" : summary.text, summary.by);
+    const view = R.toolView(tool.name, parseJson(tool.argText), result);
+    tool.view.replaceChildren(...(view ? [view] : []));
+    tool.view.hidden = !view;
     scrollDown();
   }
 
@@ -590,6 +438,7 @@
     if (!result || typeof result !== "object") return "Replied";
     if (result.status === "ignored") return `Reply ignored — ${result.error || ""}`;
     if (result.status === "cancelled") return "Left Plan mode — request withdrawn";
+    if (result.status === "withdrawn") return `Withdrawn — ${result.message || "no longer needed"}`;
     if (toolName === "ask_user_question" || result.status === "answered") return `Answered: ${result.answer}`;
     if (toolName === "enter_plan_mode") return result.status === "approved" ? "Confirmed Plan mode" : "Declined Plan mode";
     const revision = result.plan && result.plan.contentRevisions;
@@ -604,6 +453,7 @@
   function addDecision(callId, content) {
     const result = parseJson(content);
     const tool = S.tools.get(callId);
+    if (collapseCard(callId, decisionText(result, tool && tool.name))) return;
     $("messages").append(
       el("div", { class: "msg user decision" }, el("div", { class: "bubble", text: decisionText(result, tool && tool.name) }))
     );
@@ -676,7 +526,7 @@
     if (record.reviewerNote) rows.push(el("div", { class: "reviewer-note" }, el("span", { class: "label", text: "Reviewer note" }), record.reviewerNote));
     meta.replaceChildren(...rows);
     if (record.content) {
-      body.innerHTML = markdown(record.content);
+      body.innerHTML = R.markdownHtml(record.content);
     } else {
       body.replaceChildren(el("p", { class: "placeholder", text: "The plan is still empty: the agent is exploring." }));
     }
@@ -687,7 +537,7 @@
     const list = $("todos");
     list.replaceChildren(
       ...todos.map((t) =>
-        el("li", { class: `todo ${t.status}` }, el("span", { class: "todo-mark", "aria-hidden": "true" }), el("span", { class: "todo-text", html: inline(t.content) }), el("span", { class: "sr-only", text: ` (${t.status})` }))
+        el("li", { class: `todo ${t.status}` }, el("span", { class: "todo-mark", "aria-hidden": "true" }), el("span", { class: "todo-text", html: R.inlineHtml(t.content) }), el("span", { class: "sr-only", text: ` (${t.status})` }))
       )
     );
     if (!todos.length) list.append(el("li", { class: "placeholder", text: "The agent tracks the approved plan's steps here." }));
@@ -855,6 +705,10 @@
         return { cls: "", text: `Revised the plan →${rev}` };
       case "plan.reply.ignored":
         return { cls: "refusal", text: `Ignored a reply: ${d.reason || ""}` };
+      case "mode.requested":
+        return { cls: "", text: `Asked for ${entry.toState} mode from the next step` };
+      case "run.stopped":
+        return { cls: "refusal", text: "Stopped the run" };
       case "mode.selected":
         return { cls: "", text: entry.toState ? `Selected ${entry.toState} mode` : "Cleared the mode selection" };
       case "plan.transition": {
@@ -942,9 +796,22 @@
   }
 
   // ---------------------------------------------------------------- interrupt cards
+  // Every open request of a step gets its own card in the conversation, in the order the
+  // model asked. Each card is answered on its own (the server records it at once) and the
+  // agent resumes when the last one is answered. A decided card collapses in place to a
+  // one-line chip.
+
+  const cardNodes = new Map(); // interrupt id -> card node in #messages
+  let keptCards = new Map(); // cards of the view a reload replaced, reused while still open
 
   function card(kind, title, ...children) {
     return el("div", { class: `card ${kind}`, role: "group", "aria-label": title }, el("h3", { text: title }), ...children);
+  }
+
+  function cardTitle(interrupt) {
+    if (interrupt.reason === "plan_approval") return `Approve the plan? — revision ${(interrupt.metadata || {}).revision}`;
+    if (interrupt.reason === "question") return "Question from the agent";
+    return "Enter Plan mode?";
   }
 
   function entryCard(interrupt) {
@@ -952,7 +819,7 @@
     const reply = (decision) => resume(interrupt, "resolved", { decision, ...(note.value.trim() ? { reviewer_note: note.value.trim() } : {}) });
     return card(
       "entry",
-      "Enter Plan mode?",
+      cardTitle(interrupt),
       el("p", { text: interrupt.message }),
       el("p", { class: "muted", text: "While planning, only read-only tools run; the agent writes a plan for you to approve." }),
       note,
@@ -960,7 +827,7 @@
         "div",
         { class: "actions" },
         el("button", { type: "button", class: "primary", onclick: () => reply("approve"), text: "Confirm Plan mode" }),
-        el("button", { type: "button", onclick: () => reply("reject"), text: "Decline" })
+        el("button", { type: "button", class: "decline", onclick: () => reply("reject"), text: "Decline" })
       )
     );
   }
@@ -980,11 +847,28 @@
     );
     return card(
       "question",
-      `Question from the agent${meta.question_id ? ` (#${meta.question_id})` : ""}`,
+      `${cardTitle(interrupt)}${meta.question_id ? ` (#${meta.question_id})` : ""}`,
       el("p", { class: "question-text", text: interrupt.message }),
       options.length ? el("div", { class: "options" }, options) : null,
       el("div", { class: "free" }, input, el("button", { type: "button", class: "primary", onclick: send, text: "Answer" }))
     );
+  }
+
+  // Edit the plan as text, or preview it rendered; the action bar stays in view while the
+  // plan scrolls (a long plan must never push Approve and Reject out of sight).
+  function planViewToggle(editor, preview) {
+    const editButton = el("button", { type: "button", class: "ghost small", "aria-pressed": "true", text: "Edit" });
+    const previewButton = el("button", { type: "button", class: "ghost small", "aria-pressed": "false", text: "Preview" });
+    const show = (previewing) => {
+      if (previewing) preview.innerHTML = R.markdownHtml(editor.value);
+      editor.hidden = previewing;
+      preview.hidden = !previewing;
+      editButton.setAttribute("aria-pressed", String(!previewing));
+      previewButton.setAttribute("aria-pressed", String(previewing));
+    };
+    editButton.addEventListener("click", () => show(false));
+    previewButton.addEventListener("click", () => show(true));
+    return el("div", { class: "view-toggle", role: "group", "aria-label": "Plan view" }, editButton, previewButton);
   }
 
   function approvalCard(interrupt) {
@@ -995,6 +879,7 @@
     const previous = revisions.find((r) => r.number === meta.revision - 1);
     const editor = el("textarea", { class: "editor mono", rows: 10, spellcheck: "false", "aria-label": "Plan (editable before approving)" });
     editor.value = content;
+    const preview = el("div", { class: "plan-preview markdown", hidden: true, tabindex: "0", "aria-label": "Plan preview" });
     const editsBox = el("div", { class: "edits", hidden: true });
     const note = el("textarea", { class: "note", rows: 2, placeholder: "Note to the agent (needed to reject)", "aria-label": "Reviewer note" });
     const approve = el("button", { type: "button", class: "primary", text: "Approve" });
@@ -1005,6 +890,7 @@
       editsBox.hidden = !edited();
       if (edited()) editsBox.replaceChildren(el("div", { class: "tool-label", text: `Your edits to revision ${meta.revision}` }), renderDiff(content, editor.value));
     });
+    note.addEventListener("input", () => note.classList.remove("invalid"));
     const payload = (decision) => {
       const p = { decision, revision: meta.revision, sha256: meta.sha256 };
       if (edited()) p.content = editor.value;
@@ -1032,7 +918,7 @@
       : el("p", { class: "muted", text: "First revision of this plan: nothing earlier to compare with." });
     return card(
       "approval",
-      `Approve the plan? — revision ${meta.revision}`,
+      cardTitle(interrupt),
       el(
         "div",
         { class: "facts" },
@@ -1041,28 +927,162 @@
         el("span", { class: "mono", title: `sha256 ${meta.sha256}`, text: `sha256 ${shortHash(meta.sha256)}` })
       ),
       diffSection,
-      el("label", { class: "tool-label", text: "Plan — edit before approving if you like (Ctrl+Enter approves)" }),
+      el("div", { class: "plan-head" }, el("label", { class: "tool-label", text: "Plan — edit before approving if you like (Ctrl+Enter approves)" }), planViewToggle(editor, preview)),
       editor,
+      preview,
       editsBox,
       note,
-      el("div", { class: "actions" }, approve, reject)
+      el("div", { class: "actions sticky" }, approve, reject)
     );
   }
 
+  function cardFor(interrupt) {
+    if (interrupt.reason === "plan_approval") return approvalCard(interrupt);
+    if (interrupt.reason === "question") return questionCard(interrupt);
+    return entryCard(interrupt);
+  }
+
+  function cardByCall(callId) {
+    for (const [id, node] of cardNodes) if (node.dataset.callId === callId) return [id, node];
+    return [null, null];
+  }
+
+  // A decided request: its card (if shown) collapses in place into a one-line chip.
+  function collapseCard(callId, text) {
+    const [id, node] = cardByCall(callId);
+    if (!node) return false;
+    cardNodes.delete(id);
+    const chip = el("div", { class: "msg user decision chip", "data-call-id": callId }, el("div", { class: "bubble", text }));
+    node.replaceWith(chip);
+    return true;
+  }
+
   function renderCards() {
-    const box = $("cards");
-    box.replaceChildren(
-      ...S.interrupts.map((interrupt) => {
-        const node =
-          interrupt.reason === "plan_approval" ? approvalCard(interrupt) : interrupt.reason === "question" ? questionCard(interrupt) : entryCard(interrupt);
-        node.dataset.interruptId = interrupt.id;
-        node.dataset.reason = interrupt.reason;
-        return node;
-      })
+    const open = new Set(S.interrupts.map((i) => i.id));
+    for (const [id, node] of [...cardNodes]) {
+      if (open.has(id)) continue;
+      // Answered or withdrawn without this page seeing the answer (another tab, a reload).
+      cardNodes.delete(id);
+      node.replaceWith(el("div", { class: "msg user decision chip stale" }, el("div", { class: "bubble", text: "No longer waiting: answered or withdrawn elsewhere" })));
+    }
+    const added = [];
+    const reused = keptCards;
+    keptCards = new Map();
+    for (const interrupt of S.interrupts) {
+      if (cardNodes.has(interrupt.id)) continue;
+      const old = reused.get(interrupt.id);
+      if (old) {
+        old.classList.remove("sent");
+        $("empty").hidden = true;
+        $("messages").append(old);
+        cardNodes.set(interrupt.id, old);
+        continue;
+      }
+      const node = cardFor(interrupt);
+      node.dataset.interruptId = interrupt.id;
+      node.dataset.callId = interrupt.toolCallId || "";
+      node.dataset.reason = interrupt.reason;
+      $("empty").hidden = true;
+      $("messages").append(node);
+      cardNodes.set(interrupt.id, node);
+      added.push(interrupt);
+    }
+    renderWaiting();
+    if (!added.length) return;
+    const first = cardNodes.get(added[0].id);
+    // Bring each new card into view, its top first (a plan can be longer than the screen).
+    first.scrollIntoView({ block: "start" });
+    following = false;
+    const button = first.querySelector("button.primary, button.option");
+    if (button && !S.running) button.focus({ preventScroll: true });
+    announce(
+      added.length === 1
+        ? `Waiting for you: ${cardTitle(added[0])}. ${truncate(added[0].message, 160)}`
+        : `${added.length} requests wait for you: ${added.map(cardTitle).join("; ")}.`
     );
-    box.hidden = !S.interrupts.length;
-    const first = box.querySelector("button.primary, button.option");
-    if (first) first.focus({ preventScroll: true });
+  }
+
+  function announce(text) {
+    const region = $("announcer");
+    region.textContent = "";
+    // A changed text node is what screen readers announce; clear first so a repeat is read.
+    setTimeout(() => (region.textContent = text), 50);
+  }
+
+  // "Waiting for you": the page says so in the header, the tab title and the composer,
+  // which then answers the first open card instead of starting a second turn.
+  function renderWaiting() {
+    const waiting = !S.running && !S.loading && S.interrupts.length > 0;
+    document.body.classList.toggle("waiting", waiting);
+    const indicator = $("run-indicator");
+    indicator.hidden = !S.running && !waiting;
+    indicator.textContent = S.running ? "working…" : waiting ? "waiting for you" : "";
+    indicator.classList.toggle("waiting", waiting);
+    document.title = waiting ? "● waiting for you — plangate" : "plangate";
+    const hint = $("reply-hint");
+    const target = S.interrupts[0];
+    const input = $("input");
+    if (!waiting || !target) {
+      hint.hidden = true;
+      input.placeholder = "Describe a task… (Enter to send, Shift+Enter for a new line)";
+      return;
+    }
+    const where = S.interrupts.length > 1 ? ` (1 of ${S.interrupts.length})` : "";
+    const what = target.reason === "question" ? "answers" : "becomes the note on";
+    hint.replaceChildren(
+      el("span", { text: `Your message ${what}: ${cardTitle(target)}${where}.` }),
+      el("button", { type: "button", class: "ghost small", onclick: () => cancelRequest(target), text: "Cancel this request" })
+    );
+    hint.hidden = false;
+    input.placeholder = target.reason === "question" ? "Type your answer…" : "Type a note for the agent, then choose on the card…";
+  }
+
+  function cancelRequest(interrupt) {
+    resume(interrupt, "cancelled", {});
+  }
+
+  // Text typed while a card waits belongs to that card: a question's answer, or the note
+  // on a decision (which stays a click on the card). It never starts a second turn.
+  function replyWithText(interrupt, text) {
+    const node = cardNodes.get(interrupt.id);
+    if (interrupt.reason === "question") {
+      resume(interrupt, "resolved", { answer: text }, { restore: text });
+      $("input").value = "";
+      saveDraft();
+      return;
+    }
+    const note = node && node.querySelector(".note");
+    if (!note) return;
+    note.value = note.value.trim() ? `${note.value.trim()}\n${text}` : text;
+    note.dispatchEvent(new Event("input"));
+    $("input").value = "";
+    saveDraft();
+    const decline = node.querySelector("button.danger, button.decline");
+    node.scrollIntoView({ block: "nearest" });
+    if (decline) decline.focus({ preventScroll: true });
+    announce("Your text is now the note on the card. Choose on the card to send it.");
+  }
+
+  // ---------------------------------------------------------------- errors in plain words
+
+  const PLAIN = {
+    STALE_RESUME: "That request is no longer waiting: it was already answered, withdrawn or replaced (perhaps in another tab). Nothing was changed; the page now shows what waits for you.",
+    ALREADY_ANSWERED: "That request was already answered or withdrawn; the first answer stands.",
+    UNKNOWN_REQUEST: "That request is not waiting here any more; the page now shows what waits for you.",
+    STALE_REPLY: "The plan changed since you reviewed it; look at what is shown now and decide again.",
+    RUN_IN_PROGRESS: "The agent is still working on this thread (perhaps started in another tab).",
+    RUN_STOPPED: "Stopped. Nothing after this point ran; send a message to go on.",
+  };
+  const REPLY_CODES = new Set(["STALE_RESUME", "ALREADY_ANSWERED", "UNKNOWN_REQUEST", "STALE_REPLY", "NO_MATCHING_REQUEST", "AMBIGUOUS_REPLY", "INVALID_REPLY"]);
+
+  // One message, its code once: "message (CODE)". Raw request ids mean nothing to a reader.
+  function errorText(code, message) {
+    if (PLAIN[code]) return PLAIN[code];
+    let text = String(message || "").trim();
+    while (code && text.startsWith(`${code}:`)) text = text.slice(code.length + 1).trim();
+    text = text.replace(/'?\b[0-9a-f]{32}\b'?/g, "that request");
+    if (!code) return text;
+    return text ? `${text} (${code})` : code;
   }
 
   // ---------------------------------------------------------------- runs
@@ -1070,9 +1090,11 @@
   function setRunning(running) {
     S.running = running;
     $("send").disabled = running;
-    $("run-indicator").hidden = !running;
+    $("stop").hidden = !running;
+    $("stop").disabled = false;
     document.body.classList.toggle("running", running);
-    for (const button of $("cards").querySelectorAll("button")) button.disabled = running;
+    for (const node of cardNodes.values()) for (const button of node.querySelectorAll("button")) button.disabled = running;
+    renderWaiting();
   }
 
   function record(event) {
@@ -1099,6 +1121,7 @@
   function handle(event) {
     switch (event.type) {
       case "RUN_STARTED":
+        S.streamed = true; // the view now holds more than the last load
         setRunning(true);
         break;
       case "STATE_SNAPSHOT":
@@ -1147,19 +1170,21 @@
       case "RUN_ERROR": {
         setRunning(false);
         const code = event.code || "ERROR";
-        const message = String(event.message || "");
-        const text = message.startsWith(code) ? message : `${code}: ${message}`;
+        const text = errorText(code, event.message);
         const p = protocolState();
         const byProtocol = p && p.run_status === "failed" && p.run_outcome_code === event.code;
-        showBanner(byProtocol ? `The protocol failed this run — ${text}` : text);
-        if (event.code === "STALE_RESUME") loadThread();
+        if (code === "RUN_STOPPED") showBanner(text, "info");
+        else showBanner(byProtocol ? `The protocol failed this run — ${text}` : text);
+        if (REPLY_CODES.has(code)) loadThread();
         break;
       }
     }
     record(event);
   }
 
-  async function run(input) {
+  // One AG-UI run. Resolves to {accepted, finished}: accepted once the server took the
+  // input (the caller may then forget it), finished when a terminal event arrived.
+  async function run(input, onAccepted) {
     hideBanner();
     const body = {
       threadId: S.threadId,
@@ -1181,38 +1206,43 @@
       });
     } catch (error) {
       setRunning(false);
-      showBanner(`Could not reach the server: ${error.message}`);
-      return;
+      return { accepted: false, problem: `Could not reach the server (${error.message}).` };
     }
     if (!response.ok) {
       const problem = await response.json().catch(() => ({}));
       setRunning(false);
-      if (!authProblem(response.status)) showBanner(`${response.status} ${problem.code || ""}: ${problem.error || response.statusText}`);
+      if (authProblem(response.status)) return { accepted: false, problem: null };
       if (response.status === 409) pollWhileRunning();
-      return;
+      return { accepted: false, problem: errorText(problem.code, problem.error || `${response.status} ${response.statusText}`) };
     }
+    if (onAccepted) onAccepted();
+    broadcast("started");
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
     let buffer = "";
     let finished = false;
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
-        const frame = buffer.slice(0, cut);
-        buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
-        const data = frame
-          .split(/\r?\n/)
-          .filter((line) => line.startsWith("data:"))
-          .map((line) => line.slice(5).replace(/^ /, ""))
-          .join("\n");
-        const event = data && parseJson(data);
-        if (!event) continue;
-        handle(event);
-        if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") finished = true;
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+          const frame = buffer.slice(0, cut);
+          buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
+          const data = frame
+            .split(/\r?\n/)
+            .filter((line) => line.startsWith("data:"))
+            .map((line) => line.slice(5).replace(/^ /, ""))
+            .join("\n");
+          const event = data && parseJson(data);
+          if (!event) continue;
+          handle(event);
+          if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") finished = true;
+        }
       }
+    } catch (error) {
+      console.warn("the event stream broke", error);
     }
     if (!finished) {
       setRunning(false);
@@ -1220,27 +1250,114 @@
       await loadThread();
     }
     await refreshJournal();
+    broadcast("changed");
     if (!S.interrupts.length) $("input").focus();
+    return { accepted: true, finished };
   }
 
-  function resume(interrupt, status, payload) {
+  // Answer one card. The card dims while its answer travels; on failure it comes back
+  // (and typed text returns to the composer) with a Retry.
+  async function resume(interrupt, status, payload, options) {
+    await settled();
     if (S.running || S.loading) return;
-    const node = $("cards").querySelector(`[data-interrupt-id="${CSS.escape(interrupt.id)}"]`);
+    if (!S.interrupts.some((i) => i.id === interrupt.id)) {
+      showBanner(PLAIN.STALE_RESUME, "info");
+      return;
+    }
+    const node = cardNodes.get(interrupt.id);
     if (node) node.classList.add("sent");
-    S.interrupts = S.interrupts.filter((i) => i.id !== interrupt.id);
-    run({ resume: [{ interruptId: interrupt.id, status, payload }] }).then(() => {
-      if (node && node.isConnected && node.classList.contains("sent")) renderCards();
-    });
+    const result = await run({ resume: [{ interruptId: interrupt.id, status, payload }] });
+    if (result.accepted) return;
+    if (node) node.classList.remove("sent");
+    if (options && options.restore && !$("input").value) $("input").value = options.restore;
+    if (result.problem) showBanner(`${result.problem} Your answer was not sent.`, "error", { label: "Retry", run: () => resume(interrupt, status, payload, options) });
   }
 
-  function send(event) {
+  // A click or a keypress during a background reload (another tab's news) waits for it
+  // rather than being dropped.
+  async function settled() {
+    while (S.fetching) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+
+  async function send(event) {
     if (event) event.preventDefault();
+    await settled();
     const input = $("input");
     const text = input.value.trim();
     if (!text || S.running || S.loading) return;
-    input.value = "";
-    addUserBubble(text);
-    run({ messages: [{ id: randomId("msg-"), role: "user", content: text }] });
+    if (S.interrupts.length) {
+      replyWithText(S.interrupts[0], text);
+      return;
+    }
+    submitMessage(text);
+  }
+
+  // A new turn. The text stays in the composer (and in this tab's storage) until the
+  // server has taken it; a refusal or an unreachable server offers a Retry.
+  async function submitMessage(text) {
+    const bubble = addUserBubble(text);
+    bubble.classList.add("sending");
+    const result = await run({ messages: [{ id: randomId("msg-"), role: "user", content: text }] }, () => {
+      bubble.classList.remove("sending");
+      const input = $("input");
+      if (input.value.trim() === text) input.value = "";
+      saveDraft();
+    });
+    if (result.accepted) return;
+    bubble.remove();
+    if (!$("input").value.trim()) $("input").value = text;
+    saveDraft();
+    if (result.problem) showBanner(`${result.problem} Your message is kept below.`, "error", { label: "Retry", run: () => send() });
+  }
+
+  async function stopRun() {
+    $("stop").disabled = true;
+    const response = await fetch(`/api/threads/${encodeURIComponent(S.threadId)}/stop`, {
+      method: "POST",
+      headers: headers({ "Content-Type": "application/json" }),
+      body: "{}",
+    }).catch(() => null);
+    if (!response || !response.ok) {
+      $("stop").disabled = false;
+      showBanner("Could not stop the run: the server did not answer. Try again.");
+    }
+  }
+
+  // ---------------------------------------------------------------- drafts and other tabs
+
+  function draftKey() {
+    return `plangate.draft.${S.threadId}`;
+  }
+
+  function saveDraft() {
+    const text = $("input").value;
+    if (text.trim()) localStorage.setItem(draftKey(), text);
+    else localStorage.removeItem(draftKey());
+  }
+
+  function restoreDraft() {
+    const draft = localStorage.getItem(draftKey());
+    if (draft && !$("input").value.trim()) $("input").value = draft;
+  }
+
+  // Tabs on the same thread tell each other when it changed; the others reload it (and
+  // follow a run in progress until it ends).
+  const channel = "BroadcastChannel" in window ? new BroadcastChannel("plangate") : null;
+
+  function broadcast(kind) {
+    if (channel) channel.postMessage({ threadId: S.threadId, kind });
+  }
+
+  function listenToOtherTabs() {
+    if (!channel) return;
+    let pending = null;
+    channel.onmessage = ({ data }) => {
+      if (!data || data.threadId !== S.threadId || S.running) return;
+      clearTimeout(pending);
+      pending = setTimeout(() => {
+        if (!S.running) loadThread();
+      }, 100);
+    };
   }
 
   // ---------------------------------------------------------------- loading a thread
@@ -1248,6 +1365,7 @@
   function resetView() {
     S.tools.clear();
     S.bubbles.clear();
+    cardNodes.clear();
     S.state = {};
     S.interrupts = [];
     S.journal = [];
@@ -1261,11 +1379,13 @@
   async function pollWhileRunning() {
     if (polling) return;
     polling = true;
-    showBanner("A run is in progress on this thread; the page refreshes when it ends.", "info");
+    showBanner("A run is in progress on this thread; the page follows it and refreshes when it ends.", "info");
     $("send").disabled = true;
     try {
       for (;;) {
         await new Promise((r) => setTimeout(r, 1000));
+        // Another load (a message from the tab that ran) already showed the run's end.
+        if (!S.loadedRunning) return;
         const { ok, body } = await getJson(`/api/threads/${encodeURIComponent(S.threadId)}`);
         if (!ok || !body.running) break;
       }
@@ -1277,18 +1397,36 @@
   }
 
   async function loadThread() {
-    S.loading = true;
+    // One load at a time: a load asked for meanwhile runs once the current one is done.
+    if (S.fetching) {
+      S.loadAgain = true;
+      return;
+    }
+    S.loading = S.fetching = true;
     try {
-      await fetchThread();
+      do {
+        S.loadAgain = false;
+        await fetchThread();
+      } while (S.loadAgain);
     } finally {
-      S.loading = false;
+      S.loading = S.fetching = false;
+      renderWaiting();
       window.__events.push({ type: "THREAD_LOADED", at: performance.now(), messages: S.bubbles.size });
     }
   }
 
   async function fetchThread() {
     const { status, ok, body } = await getJson(`/api/threads/${encodeURIComponent(S.threadId)}`);
+    // Nothing changed since the last load (a sync message about what this page shows
+    // already): leave the page alone, with whatever the user is typing into a card.
+    const signature = `${S.threadId} ${status} ${JSON.stringify(body)}`;
+    if (ok && signature === S.signature && !S.streamed) return;
+    S.signature = signature;
+    S.streamed = false;
+    // Cards still open keep their node, and so what was typed into them.
+    const kept = new Map(cardNodes);
     resetView();
+    keptCards = kept;
     if (authProblem(status)) return;
     if (status === 404) {
       // A new thread: it exists on the server from its first run on.
@@ -1299,7 +1437,7 @@
       return;
     }
     if (!ok) {
-      showBanner(`Could not load the thread: ${body.error || status}`);
+      showBanner(`Could not load the thread: ${errorText(body.code, body.error || String(status))}`);
       return;
     }
     if (body.stateKeys) S.keys = { ...S.keys, ...body.stateKeys };
@@ -1312,28 +1450,119 @@
     setRunning(false);
     renderCards();
     scrollDown(true);
-    if (body.running) pollWhileRunning();
+    S.loadedRunning = Boolean(body.running);
+    if (body.running) {
+      $("stop").hidden = false;
+      pollWhileRunning();
+    } else if (polling) {
+      hideBanner();
+    }
+  }
+
+  // ---------------------------------------------------------------- thread list
+
+  function ago(seconds) {
+    const s = Math.max(0, Date.now() / 1000 - seconds);
+    if (s < 60) return "just now";
+    if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+    return new Date(seconds * 1000).toLocaleDateString();
+  }
+
+  async function toggleThreads() {
+    const box = $("thread-list");
+    const button = $("threads-button");
+    if (!box.hidden) {
+      box.hidden = true;
+      button.setAttribute("aria-expanded", "false");
+      return;
+    }
+    box.replaceChildren(el("p", { class: "muted", text: "Loading threads…" }));
+    box.hidden = false;
+    button.setAttribute("aria-expanded", "true");
+    const { ok, body } = await getJson("/api/threads");
+    if (!ok) {
+      box.replaceChildren(el("p", { class: "muted", text: `Could not list the threads: ${errorText(body.code, body.error)}` }));
+      return;
+    }
+    const threads = body.threads || [];
+    const items = threads.map((t) =>
+      el(
+        "li",
+        {},
+        el(
+          "button",
+          { type: "button", class: "thread-item", "data-thread-id": t.threadId, "aria-current": t.threadId === S.threadId ? "true" : null, onclick: () => openThread(t.threadId) },
+          el("span", { class: "thread-title", text: t.title || "(no message yet)" }),
+          el("span", { class: "thread-meta", text: [ago(t.updatedAt), t.planStatus ? `plan ${words(t.planStatus)}` : "", t.running ? "running" : ""].filter(Boolean).join(" · ") })
+        )
+      )
+    );
+    box.replaceChildren(
+      el("h2", { class: "sr-only", text: "Threads" }),
+      items.length ? el("ul", { class: "threads" }, items) : el("p", { class: "muted", text: "No threads yet: send a message to start one." })
+    );
+    const current = box.querySelector('[aria-current="true"]') || box.querySelector("button");
+    if (current) current.focus();
+  }
+
+  async function openThread(threadId) {
+    if (S.running) {
+      showBanner("Wait for the run to end (or stop it) before opening another thread.", "info");
+      return;
+    }
+    $("thread-list").hidden = true;
+    $("threads-button").setAttribute("aria-expanded", "false");
+    saveDraft();
+    S.threadId = threadId;
+    S.selection = null;
+    remember();
+    hideBanner();
+    $("input").value = "";
+    await loadThread();
+    restoreDraft();
   }
 
   // ---------------------------------------------------------------- wiring
 
+  async function postJson(path, payload) {
+    const response = await fetch(path, {
+      method: "POST",
+      headers: headers({ "Content-Type": "application/json" }),
+      body: JSON.stringify(payload),
+    }).catch(() => null);
+    if (!response) return { ok: false, status: 0, body: { error: "the server did not answer" } };
+    const body = await response.json().catch(() => ({}));
+    return { ok: response.ok, status: response.status, body };
+  }
+
   async function choose(mode) {
+    const path = `/api/threads/${encodeURIComponent(S.threadId)}`;
+    if (S.running) {
+      // Mid-run: recorded now, applied at the agent's next step.
+      const { ok, status, body } = await postJson(`${path}/mode`, { mode });
+      if (!ok) {
+        if (!authProblem(status)) showBanner(errorText(body.code, body.error));
+        return;
+      }
+      S.selection = mode;
+      renderMode();
+      showBanner(body.message, "info");
+      window.__events.push({ type: "MODE_REQUESTED", mode, at: performance.now() });
+      return;
+    }
     if (mode === "agent" && planActive()) {
       // The user's exit: cancel the plan now (journaled), withdrawing what waits for an answer.
-      if (S.running || S.loading) return;
-      const response = await fetch(`/api/threads/${encodeURIComponent(S.threadId)}/leave-plan`, {
-        method: "POST",
-        headers: headers({ "Content-Type": "application/json" }),
-        body: "{}",
-      });
-      const body = await response.json().catch(() => ({}));
-      if (!response.ok) {
-        if (!authProblem(response.status)) showBanner(`${response.status} ${body.code || ""}: ${body.error || response.statusText}`);
+      if (S.loading) return;
+      const { ok, status, body } = await postJson(`${path}/leave-plan`, {});
+      if (!ok) {
+        if (!authProblem(status)) showBanner(errorText(body.code, body.error));
         return;
       }
       S.selection = null;
       await loadThread();
       showBanner(body.message, "info");
+      broadcast("changed");
       window.__events.push({ type: "LEFT_PLAN", at: performance.now() });
       return;
     }
@@ -1346,6 +1575,7 @@
     trackScroll();
     renderState();
     renderTimeline();
+    listenToOtherTabs();
     // Pasting a URL with a token or another thread into this tab only changes the hash.
     window.addEventListener("hashchange", () => {
       const next = new URLSearchParams(location.hash.slice(1));
@@ -1355,16 +1585,24 @@
     $("input").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) send(e);
     });
+    $("input").addEventListener("input", saveDraft);
+    $("stop").addEventListener("click", stopRun);
+    $("threads-button").addEventListener("click", toggleThreads);
+    document.addEventListener("keydown", (e) => {
+      if (e.key === "Escape" && !$("thread-list").hidden) toggleThreads();
+    });
     for (const button of document.querySelectorAll(".toggle button")) {
       button.addEventListener("click", () => choose(button.dataset.mode));
     }
     $("new-thread").addEventListener("click", () => {
       if (S.running) return;
+      saveDraft();
       S.threadId = randomId("t-");
       S.selection = null;
       remember();
       hideBanner();
       resetView();
+      $("input").value = "";
       renderState();
       renderTimeline();
       renderCards();
@@ -1384,6 +1622,7 @@
       if (info.body.stateKeys) S.keys = { ...S.keys, ...info.body.stateKeys };
     }
     await loadThread();
+    restoreDraft();
     $("input").focus();
   }
 

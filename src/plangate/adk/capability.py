@@ -1,0 +1,240 @@
+"""The approved plan as a capability, at the gate.
+
+After approval a call whose needs the plan's scope does not cover -- a file it does not
+name, a command no prefix covers, the network when the scope has none -- is not run:
+it pauses with an amendment request bound to its call id and the revision in force.
+Under the ``ask_each_edit`` permission every file write pauses the same way, with its
+diff. The pause is ADK's tool confirmation (``request_confirmation``), so when the
+human decides, ADK runs the same call again and this check lets it through (approved:
+the scope now covers it, or the edit was allowed) or answers with the refusal.
+
+The human's decision lives in plangate's store like every other reply: surfaces answer
+the pending request by its call id, and :func:`confirmation_reply` turns the decision
+into the confirmation ADK resumes with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+from google.adk.tools import ToolContext
+from google.genai import types
+
+from plangate.adk.runtime import Loaded, PlanRuntime
+from plangate.plan.amendments import request_amendment
+from plangate.plan.scope import Scope, Wants, needs_network
+from plangate.plan.session_state import PlanSessionState
+from plangate.plan.transitions import Transition
+from plangate.policy.command_split import split_commands
+from plangate.policy.effects import Effect, effect_of, write_path_of
+
+__all__ = [
+    "CONFIRMATION_CALL",
+    "ask_for_call",
+    "check_capability",
+    "confirmation_reply",
+    "read_only_hint",
+]
+
+CONFIRMATION_CALL = "adk_request_confirmation"
+_DIFF_MAX_BYTES = 1024 * 1024
+
+
+async def check_capability(
+    runtime: PlanRuntime, loaded: Loaded, tool: Any, args: dict[str, Any], tool_context: Any
+) -> dict[str, Any] | None:
+    """None when the approved plan's scope (and permission) let the call run; otherwise
+    the result that answers it: a pause for the human, or their refusal."""
+    state = loaded.state
+    record = state.record
+    if record is None or not record.governs_writes():
+        return None
+    call_id = getattr(tool_context, "function_call_id", None) or ""
+    resolution = state.resolutions.get(call_id)
+    if resolution is not None and resolution.decides_call:
+        return None if resolution.result.get("status") == "approved" else resolution.result
+    if record.pending_for(call_id) is not None:
+        return _waiting(record.pending_for(call_id).payload)  # type: ignore[union-attr]
+    found = await asyncio.to_thread(_wants, tool, args)
+    if found is None:
+        return None
+    wants, target, diff = found
+    missing = record.scope.missing(wants) if record.scope is not None else Scope()
+    if not missing.is_empty():
+        kind, asked = "amendment", missing
+    elif record.permission == "ask_each_edit" and wants.paths:
+        kind, asked = "edit", Scope(write=wants.paths)
+    else:
+        return None
+    return await _pause(
+        runtime,
+        tool_context,
+        tool.name,
+        kind,
+        asked,
+        target=target,
+        diff=diff if kind == "edit" or wants.paths else None,
+    )
+
+
+async def ask_for_call(
+    runtime: PlanRuntime, loaded: Loaded, tool: Any, tool_context: Any, reason: str
+) -> dict[str, Any] | None:
+    """A call the policy file says to ask for: None once the user allowed it; otherwise
+    the pause, or the user's refusal."""
+    state = loaded.state
+    call_id = getattr(tool_context, "function_call_id", None) or ""
+    resolution = state.resolutions.get(call_id)
+    if resolution is not None and resolution.decides_call:
+        return None if resolution.result.get("status") == "approved" else resolution.result
+    pending = state.record.pending_for(call_id) if state.record is not None else None
+    if pending is not None:
+        return _waiting(pending.payload)
+    if state.record is None:
+        return {
+            "error": f"POLICY_ASK: calling {tool.name} needs the user's approval ({reason}), "
+            "and without a plan there is nowhere to ask; ask the user in plain text."
+        }
+    hint = read_only_hint(tool)
+    if hint:
+        reason += (
+            "; its server marks it read-only (readOnlyHint), which plangate shows but "
+            "does not trust by itself"
+        )
+    return await _pause(runtime, tool_context, tool.name, "tool", Scope(), reason=reason)
+
+
+def read_only_hint(tool: Any) -> bool:
+    """Whether an MCP tool's server annotated it ``readOnlyHint`` (shown, never trusted)."""
+    annotations = getattr(getattr(tool, "_mcp_tool", None), "annotations", None)
+    return bool(getattr(annotations, "readOnlyHint", False))
+
+
+async def _pause(
+    runtime: PlanRuntime,
+    tool_context: Any,
+    tool_name: str,
+    kind: str,
+    asked: Scope,
+    *,
+    target: str = "",
+    diff: str | None = None,
+    reason: str = "",
+) -> dict[str, Any]:
+    """Open the request and pause the call with ADK's tool confirmation."""
+    call_id = getattr(tool_context, "function_call_id", None) or ""
+    if not call_id or not isinstance(tool_context, ToolContext):
+        return {"error": "INVALID_STATE: this call has no id, so it cannot wait for the user"}
+    from plangate.adk.tools import _apply  # the same locked compare-and-set as plan tools
+
+    applied = await _apply(
+        runtime,
+        tool_context,
+        lambda current: request_amendment(
+            current,
+            kind=kind,  # type: ignore[arg-type]
+            call_id=call_id,
+            tool_name=tool_name,
+            wants=asked,
+            now=runtime.now(),
+            target=target,
+            diff=diff,
+            reason=reason,
+        ),
+        paused=True,
+    )
+    if not isinstance(applied, Transition):
+        return applied
+    payload = applied.result
+    tool_context.request_confirmation(
+        hint=payload["message"],
+        payload={"plangate": kind, "approval_id": payload["approval_id"]},
+    )
+    # The pause is not a result for the model to answer; the run waits for the human.
+    tool_context.actions.skip_summarization = True
+    return _waiting(payload)
+
+
+def _waiting(payload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "status": payload["status"],
+        "message": f"{payload['message']} The call waits for the user's decision.",
+        "approval_id": payload["approval_id"],
+    }
+
+
+def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, str | None] | None:
+    """What the call needs, a name for it, and the diff of a file write."""
+    declared = write_path_of(tool)
+    if declared is not None:
+        arg, root = declared
+        path = args.get(arg)
+        if not isinstance(path, str) or not path.strip() or "\x00" in path:
+            return None  # the tool itself refuses a bad path
+        real_root = Path(os.path.realpath(root))
+        resolved = Path(os.path.realpath(real_root / path))
+        if resolved != real_root and real_root not in resolved.parents:
+            return None  # outside the workspace: the tool refuses it
+        rel = resolved.relative_to(real_root).as_posix()
+        return Wants(paths=(rel,)), f"{tool.name} {rel}", _diff(tool.name, resolved, rel, args)
+    effect = effect_of(tool)
+    if effect is Effect.SHELL:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return None
+        segments = split_commands(command)
+        network = any(needs_network(argv) for argv in segments or ())
+        wants = Wants(command=command, segments=segments, network=network)
+        return wants, f"{tool.name}: {command[:200]}", None
+    return None
+
+
+def _diff(tool_name: str, path: Path, rel: str, args: dict[str, Any]) -> str | None:
+    """A unified diff of what a Write or Edit call would change (None if unknown)."""
+    try:
+        before = path.read_bytes()[: _DIFF_MAX_BYTES + 1] if path.is_file() else b""
+    except OSError:
+        return None
+    if len(before) > _DIFF_MAX_BYTES or b"\x00" in before[:8192]:
+        return None
+    old = before.decode("utf-8", errors="replace")
+    if tool_name == "Edit":
+        old_string, new_string = args.get("old_string"), args.get("new_string")
+        if not isinstance(old_string, str) or not isinstance(new_string, str) or not old_string:
+            return None
+        count = -1 if args.get("replace_all") is True else 1
+        new = old.replace(old_string, new_string, count)
+    else:
+        content = args.get("content")
+        if not isinstance(content, str):
+            return None
+        new = content
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=f"a/{rel}" if before else "/dev/null",
+        tofile=f"b/{rel}",
+    )
+    return "".join(lines)
+
+
+def confirmation_reply(
+    call: types.FunctionCall, state: PlanSessionState
+) -> types.FunctionResponse | None:
+    """The confirmation that resumes a call paused for an amendment or edit review, once
+    the human's decision is in the store; None while it is not (or not ours)."""
+    if call.name != CONFIRMATION_CALL:
+        return None
+    original = (call.args or {}).get("originalFunctionCall")
+    original_id = original.get("id") if isinstance(original, dict) else None
+    resolution = state.resolutions.get(original_id or "")
+    if resolution is None or not resolution.decides_call:
+        return None
+    confirmed = resolution.result.get("status") == "approved"
+    return types.FunctionResponse(
+        id=call.id, name=CONFIRMATION_CALL, response={"confirmed": confirmed}
+    )

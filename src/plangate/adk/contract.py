@@ -1,0 +1,45 @@
+"""Everything plangate relies on in Google ADK that ADK does not document as public API.
+
+Kept in one module so an ADK upgrade has one place to look, and pinned by
+``tests/test_adk_contract.py``, which fails loudly when ADK renames or changes any of it:
+
+- ``InvocationContext._get_events``: ADK's own filter of the events of the current
+  invocation and branch (its branch rules include replies to the branch's calls, which a
+  plain filter on ``session.events`` would get wrong).
+- ``BaseToolset._use_invocation_cache``: a toolset whose tool list follows the plan state
+  must be asked again at every step, not once per invocation.
+- Call ids: a function call the model sent without an id gets one from ADK starting with
+  ``adk-``, and ADK removes those ids again from the request it sends to the model. Ids a
+  model sent itself reach the model unchanged.
+"""
+
+from __future__ import annotations
+
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.events import Event
+from google.adk.tools.base_toolset import BaseToolset
+
+__all__ = [
+    "ADK_CALL_ID_PREFIX",
+    "current_branch_events",
+    "is_adk_call_id",
+    "refresh_tools_every_step",
+]
+
+ADK_CALL_ID_PREFIX = "adk-"
+"""ADK's prefix for the call ids it generates (``AF_FUNCTION_CALL_ID_PREFIX``)."""
+
+
+def current_branch_events(ctx: InvocationContext) -> list[Event]:
+    """The events of the current invocation on the current branch, as ADK filters them."""
+    return ctx._get_events(current_invocation=True, current_branch=True)
+
+
+def refresh_tools_every_step(toolset: BaseToolset) -> None:
+    """Make ADK ask ``toolset.get_tools`` at every model step of an invocation."""
+    toolset._use_invocation_cache = False
+
+
+def is_adk_call_id(call_id: str | None) -> bool:
+    """True for an id ADK generated, which it strips before calling the model."""
+    return bool(call_id) and str(call_id).startswith(ADK_CALL_ID_PREFIX)

@@ -1,0 +1,195 @@
+"""Amendments: an approved plan's call that needs more than the scope waits for a human.
+
+Two request kinds, both bound to the paused call's id and to the plan revision and hash
+in force when it paused:
+
+- ``amendment`` -- the call writes a path, runs a command or uses the network the scope
+  does not name. Approving records a new revision whose scope adds exactly that (or the
+  scope the reviewer sent back), and the call runs; refusing leaves everything as it
+  was and tells the model why.
+- ``edit`` -- under the ``ask_each_edit`` permission every file write waits, with its
+  diff. Approving lets that one write run; the scope does not change.
+- ``tool`` -- a call the policy file says to ask for; approving lets that one call run.
+
+Pure, like :mod:`plangate.plan.transitions`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from plangate.plan.record import PendingRequest, PlanRecord
+from plangate.plan.scope import Scope
+from plangate.plan.transitions import (
+    PlanError,
+    ReplyIgnored,
+    Transition,
+    add_revision,
+    consume,
+    decided,
+    edited_scope,
+    journal_event,
+    reviewer_note,
+)
+
+__all__ = [
+    "AMENDMENT_REFUSED",
+    "EDIT_REFUSED",
+    "TOOL_REFUSED",
+    "request_amendment",
+    "resolve_amendment",
+]
+
+AMENDMENT_REFUSED = "SCOPE_AMENDMENT_REFUSED"
+EDIT_REFUSED = "EDIT_REFUSED"
+TOOL_REFUSED = "TOOL_CALL_REFUSED"
+MAX_DIFF_CHARS = 20_000
+
+
+def request_amendment(
+    record: PlanRecord | None,
+    *,
+    kind: Literal["amendment", "edit", "tool"],
+    call_id: str,
+    tool_name: str,
+    wants: Scope,
+    now: float,
+    target: str = "",
+    diff: str | None = None,
+    reason: str = "",
+    approval_id: str | None = None,
+) -> Transition:
+    """Open an amendment (or edit review) for the call ``call_id``; the run pauses.
+
+    ``wants`` is what the call needs beyond the scope (for ``edit``: the file it writes);
+    ``target`` names the call for a human (``Write inventory/stock.py``).
+    """
+    if record is None or (kind != "tool" and not record.is_being_implemented()):
+        raise PlanError("INVALID_STATE", "amendments apply to an approved plan only")
+    if record.pending_for(call_id) is not None:
+        raise PlanError("INVALID_STATE", f"call {call_id!r} is already waiting for the user")
+    updated = record.model_copy(deep=True)
+    updated.updated_at = now
+    approval_id = approval_id or uuid.uuid4().hex
+    if kind == "amendment":
+        title = "Amend the plan's scope?"
+        message = f"The agent also wants to {wants.asks()} ({target or tool_name})."
+        status = "pending_amendment"
+    elif kind == "edit":
+        title = "Review this edit?"
+        message = f"The agent wants to {wants.asks()} ({target or tool_name})."
+        status = "pending_edit"
+    else:
+        title = "Allow this tool call?"
+        message = f"The agent wants to call `{tool_name}`: {reason or 'the policy asks'}."
+        status = "pending_tool"
+    payload: dict[str, Any] = {
+        "status": status,
+        "title": title,
+        "message": message,
+        "plan_id": updated.id,
+        "objective": updated.objective,
+        "tool": tool_name,
+        "target": target,
+        "wants": wants.model_dump(mode="json"),
+        "scope": updated.scope.model_dump(mode="json") if updated.scope else None,
+        "scope_summary": updated.scope.summary() if updated.scope else None,
+        "approval_id": approval_id,
+        "revision": updated.content_revisions,
+        "sha256": updated.sha256,
+        "timestamp": now,
+    }
+    if diff is not None:
+        payload["diff"] = diff[:MAX_DIFF_CHARS]
+        payload["diff_truncated"] = len(diff) > MAX_DIFF_CHARS
+    updated.pending.append(
+        PendingRequest(
+            kind=kind,
+            call_id=call_id,
+            approval_id=approval_id,
+            tool_name=tool_name,
+            payload=payload,
+            revision=updated.content_revisions,
+            sha256=updated.sha256,
+            created_at=now,
+        )
+    )
+    event = journal_event(
+        updated,
+        record.status,
+        actor="model",
+        now=now,
+        kind=f"plan.{kind}.requested",
+        call_id=call_id,
+        tool=tool_name,
+        target=target or None,
+        wants=wants.asks(),
+        approval_id=approval_id,
+    )
+    return Transition(record=updated, result=payload, events=[event])
+
+
+def resolve_amendment(
+    record: PlanRecord,
+    pending: PendingRequest,
+    response: dict[str, Any],
+    *,
+    now: float,
+    actor: str,
+) -> Transition:
+    """Apply the human's decision on an amendment or edit review (already bound)."""
+    note = reviewer_note(pending, response)
+    new_scope = edited_scope(response) if pending.kind == "amendment" else None
+    if pending.kind == "edit" and response.get("scope") is not None:
+        raise ReplyIgnored("an edit review takes no scope; approve or reject the edit")
+    wants = Scope.model_validate(pending.payload.get("wants") or {})
+    updated = consume(record, pending, now)
+    approved = response["status"] == "approved"
+    if approved and pending.kind == "amendment":
+        base = updated.scope or Scope()
+        widened = new_scope if new_scope is not None else base.union(wants)
+        if widened != updated.scope:
+            updated.scope = widened
+            add_revision(updated, author="reviewer", now=now)
+    if approved:
+        what = {"amendment": "amendment", "edit": "edit", "tool": "tool call"}[pending.kind]
+        result: dict[str, Any] = {
+            "status": "approved",
+            "message": f"The user approved the {what}; the call ran.",
+        }
+        if pending.kind == "amendment" and updated.scope is not None:
+            result["scope_summary"] = updated.scope.summary()
+    else:
+        if pending.kind == "tool":
+            message = (
+                f"{TOOL_REFUSED}: the user refused the call to {pending.tool_name}; it did not "
+                "run. Do without it, or explain why you need it and ask the user."
+            )
+        else:
+            code = AMENDMENT_REFUSED if pending.kind == "amendment" else EDIT_REFUSED
+            message = (
+                f"{code}: the user refused to let the plan {wants.asks()}; nothing was "
+                "changed. Stay within the approved scope, or explain why you need it and "
+                "ask the user."
+            )
+        if note:
+            message += f" Reviewer note: {note}"
+        result = {"status": "rejected", "error": message, "reviewer_note": note}
+    return decided(
+        record,
+        updated,
+        pending,
+        result,
+        decision=response["status"],
+        actor=actor,
+        now=now,
+        note=note,
+        with_plan=False,
+        kind=f"plan.{pending.kind}",
+        call_id=pending.call_id,
+        tool=pending.tool_name,
+        wants=wants.asks(),
+        scope=updated.scope.canonical() if updated.scope else None,
+        approval_id=pending.approval_id,
+    )

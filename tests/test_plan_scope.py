@@ -1,0 +1,247 @@
+"""The approved plan as a capability (issue #14, invariant 9).
+
+Through the real ADK Runner, the real workspace tools and a scripted model: a plan names
+its scope; after approval a call outside it pauses for an amendment bound to the call
+and the revision; approving widens the scope and runs the call, refusing leaves the file
+untouched; in the sandbox only the scoped paths are writable; ``ask_each_edit`` pauses
+every write with its diff; the journal shows the scope and who approved each amendment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import Harness, tool_results
+from plangate.adk.session import PlanSession
+from plangate.agent.coding_agent import build_coding_agent
+from plangate.agent.workspace import copy_sample_workspace
+from plangate.models.scripted import ScriptedLlm, call, text
+from plangate.plan.record import PlanStatus, content_sha256
+from plangate.plan.replies import ReplyError
+from plangate.plan.scope import Scope
+
+PLAN = "1. Fix the stock rounding in inventory/stock.py\n2. Add a test\n"
+SCOPE = {
+    "write": ["inventory/stock.py", "tests/test_stock.py"],
+    "commands": ["python -m pytest"],
+}
+
+
+async def _planned(
+    tmp_path: Path, scope: Any = SCOPE
+) -> tuple[Harness, ScriptedLlm, PlanSession, Path]:
+    """A coding agent whose plan (with ``scope``) waits for approval."""
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    model = ScriptedLlm()
+    harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{tmp_path / 'p.db'}")
+    await harness.start({"agent_mode": "plan"})
+    model.add(
+        [call("update_plan_content", content=PLAN, scope=scope)],
+        [call("exit_plan_mode", summary="ready")],
+    )
+    await harness.send("fix the rounding")
+    session = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
+    return harness, model, session, workspace
+
+
+async def _approve(harness: Harness, session: PlanSession, **choices: Any) -> list[Any]:
+    (request,) = await session.pending()
+    assert request.kind == "exit"
+    return await harness.send(PlanSession.approve(request, **choices))
+
+
+async def _decide(harness: Harness, session: PlanSession, approve: bool, **extra: Any) -> list[Any]:
+    (request,) = await session.pending()
+    reply = (
+        PlanSession.approve(request, **extra)
+        if approve
+        else PlanSession.reject(request, note="not part of this task")
+    )
+    waiting = await session.submit(reply)
+    assert waiting.ready and waiting.message is not None
+    return await harness.send(waiting.message)
+
+
+async def test_a_bad_scope_is_a_clear_error_and_changes_nothing(tmp_path: Path) -> None:
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    model = ScriptedLlm()
+    harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{tmp_path / 'p.db'}")
+    await harness.start({"agent_mode": "plan"})
+    bad = [
+        {"write": ["../outside.txt"]},
+        {"write": ["/etc/passwd"]},
+        {"write": "src", "network": "yes"},
+        {"writes": ["a.py"]},
+        ["not", "an", "object"],
+    ]
+    model.add(
+        [call("update_plan_content", content=PLAN)],
+        *[[call("update_plan_content", content="more", scope=s)] for s in bad],
+        [text("done")],
+    )
+    results = tool_results(await harness.send("plan"), "update_plan_content")
+    for result in results[1:]:
+        assert result["error"].startswith("INVALID_ARGS: "), result
+    assert "leaves the workspace" in results[1]["error"]
+    assert "unknown field" in results[4]["error"]
+    record = await harness.record()
+    assert record is not None and record.content == PLAN and record.scope is None
+    assert record.content_revisions == 1
+
+
+async def test_the_scope_is_shown_hashed_and_editable_at_approval(tmp_path: Path) -> None:
+    harness, model, session, _ = await _planned(tmp_path)
+    (request,) = await session.pending()
+    assert request.payload["scope_summary"] == (
+        "This plan may write `inventory/stock.py`, `tests/test_stock.py`; "
+        "run `python -m pytest`; no network."
+    )
+    record = await session.record()
+    assert record is not None and record.scope == Scope(**SCOPE)
+    # The hash covers the scope: the same content with another scope is another plan.
+    assert request.sha256 == record.sha256 != content_sha256(PLAN)
+    # A malformed edited scope is refused with a reason and nothing changes.
+    with pytest.raises(ReplyError, match="leaves the workspace"):
+        await session.submit(PlanSession.approve(request, scope={"write": ["../x"]}))
+    with pytest.raises(ReplyError, match="permission"):
+        await session.submit(PlanSession.approve(request, permission="yolo"))  # type: ignore[arg-type]
+    assert [p.call_id for p in await session.pending()] == [request.call_id]
+    # The reviewer narrows the scope as they approve.
+    model.add([text("ok")])
+    await _approve(harness, session, scope={"write": ["inventory/stock.py"]})
+    record = await session.record()
+    assert record is not None and record.status is PlanStatus.APPROVED
+    assert record.scope == Scope(write=["inventory/stock.py"])
+    assert record.revisions[-1].author == "reviewer"
+    assert record.revisions[-1].scope == record.scope
+
+
+async def test_a_write_outside_the_scope_waits_for_an_amendment(tmp_path: Path) -> None:
+    harness, model, session, workspace = await _planned(tmp_path)
+    ci = ".github/workflows/ci.yml"
+    model.add(
+        [call("Write", path="inventory/stock.py", content="# fixed\n")],
+        [call("Write", path=ci, content="on: push\n")],
+    )
+    events = await _approve(harness, session)
+    assert tool_results(events, "Write")[0]["bytes_written"] == 8  # in scope: ran
+    (request,) = await session.pending()
+    assert request.kind == "amendment" and request.tool_name == "Write"
+    assert request.payload["message"].startswith(f"The agent also wants to write `{ci}`")
+    record = await session.record()
+    assert record is not None
+    assert (request.revision, request.sha256) == (record.content_revisions, record.sha256)
+    assert not (workspace / ci).exists()
+    # Approving records a revision with the widened scope, and the call runs.
+    model.add([text("done")])
+    events = await _decide(harness, session, approve=True)
+    assert (workspace / ci).read_text() == "on: push\n"
+    assert tool_results(events, "Write")[-1]["bytes_written"] == 9
+    after = await session.record()
+    assert after is not None and after.scope is not None
+    assert ci in after.scope.write and after.content_revisions == record.content_revisions + 1
+    assert await session.pending() == []
+    # The journal shows the scope, the amendment and who approved it.
+    journal = [e.event for e in await session.journal()]
+    approved = next(e for e in journal if e.detail.get("permission") == "auto")
+    assert "inventory/stock.py" in approved.detail["scope"]
+    asked = next(e for e in journal if e.kind == "plan.amendment.requested")
+    assert asked.detail["wants"] == f"write `{ci}`" and asked.actor == "model"
+    decided = next(e for e in journal if e.kind == "plan.amendment")
+    assert decided.actor == "user" and ci in decided.detail["scope"]
+    assert [a.actor for a in after.approvals if a.kind == "amendment"] == ["user"]
+
+
+async def test_a_refused_amendment_leaves_the_file_untouched(tmp_path: Path) -> None:
+    harness, model, session, workspace = await _planned(tmp_path)
+    before = (workspace / "README.md").read_text()
+    model.add([call("Edit", path="README.md", old_string="#", new_string="##")])
+    await _approve(harness, session)
+    (request,) = await session.pending()
+    assert request.kind == "amendment"
+    model.add([text("understood")])
+    events = await _decide(harness, session, approve=False)
+    (result,) = tool_results(events, "Edit")[-1:]
+    assert result["error"].startswith("SCOPE_AMENDMENT_REFUSED: ")
+    assert "not part of this task" in result["error"]
+    assert (workspace / "README.md").read_text() == before
+    record = await session.record()
+    assert record is not None and record.scope == Scope(**SCOPE)
+    # The model saw the refusal as the call's result.
+    seen = str(model.requests[-1].contents[-1])
+    assert "SCOPE_AMENDMENT_REFUSED" in seen
+
+
+async def test_a_command_outside_the_prefixes_waits(tmp_path: Path) -> None:
+    harness, model, session, workspace = await _planned(tmp_path)
+    model.add([call("Bash", command="python -m pytest -q && touch made.txt")])
+    await _approve(harness, session)
+    (request,) = await session.pending()
+    assert request.payload["wants"]["commands"] == ["touch made.txt"]
+    assert not (workspace / "made.txt").exists()
+
+
+async def test_network_needs_an_amendment_when_the_scope_has_none(tmp_path: Path) -> None:
+    harness, model, session, _ = await _planned(tmp_path)
+    model.add([call("Bash", command="curl -s https://example.com")])
+    await _approve(harness, session)
+    (request,) = await session.pending()
+    assert request.payload["wants"]["network"] is True
+    assert "use the network" in request.payload["message"]
+
+
+async def test_an_in_scope_command_cannot_write_outside_the_scope(
+    tmp_path: Path, sandbox: None
+) -> None:
+    scope = {"write": ["inventory/stock.py", "tests/new/"], "commands": ["python -c"]}
+    harness, model, session, workspace = await _planned(tmp_path, scope)
+    (workspace / "tests" / "new").mkdir()
+    model.add(
+        [call("Bash", command="python -c \"open('other.txt','w')\"")],
+        [call("Bash", command="python -c \"open('inventory/stock.py','a').write('#')\"")],
+        [call("Bash", command="python -c \"open('tests/new/t.py','w').write('x')\"")],
+        [text("done")],
+    )
+    results = tool_results(await _approve(harness, session), "Bash")
+    assert results[0]["exit_code"] != 0 and "Read-only file system" in results[0]["stderr"]
+    assert not (workspace / "other.txt").exists()
+    assert results[1]["exit_code"] == 0, results[1]
+    assert (workspace / "inventory" / "stock.py").read_text().endswith("#")
+    assert results[2]["exit_code"] == 0 and (workspace / "tests/new/t.py").read_text() == "x"
+    assert await session.pending() == []
+
+
+async def test_ask_each_edit_pauses_every_write_with_its_diff(tmp_path: Path) -> None:
+    harness, model, session, workspace = await _planned(tmp_path)
+    original = (workspace / "inventory" / "stock.py").read_text()
+    first_line = original.splitlines()[0]
+    model.add([call("Edit", path="inventory/stock.py", old_string=first_line, new_string="# new")])
+    await _approve(harness, session, permission="ask_each_edit")
+    (request,) = await session.pending()
+    assert request.kind == "edit"
+    assert f"-{first_line}" in request.payload["diff"] and "+# new" in request.payload["diff"]
+    assert (workspace / "inventory" / "stock.py").read_text() == original
+    model.add(
+        [call("Write", path="tests/test_stock.py", content="x = 1\n")],
+    )
+    await _decide(harness, session, approve=True)
+    assert (workspace / "inventory" / "stock.py").read_text().startswith("# new")
+    (second,) = await session.pending()
+    assert second.kind == "edit" and "+x = 1" in second.payload["diff"]
+    model.add([text("done")])
+    events = await _decide(harness, session, approve=False)
+    assert tool_results(events, "Write")[-1]["error"].startswith("EDIT_REFUSED: ")
+    assert (workspace / "tests" / "test_stock.py").read_text() != "x = 1\n"
+
+
+async def test_a_plan_without_a_scope_acts_as_before(tmp_path: Path) -> None:
+    harness, model, session, workspace = await _planned(tmp_path, scope=None)
+    model.add([call("Write", path="anything/new.txt", content="ok")], [text("done")])
+    events = await _approve(harness, session)
+    assert tool_results(events, "Write")[0]["bytes_written"] == 2
+    assert (workspace / "anything" / "new.txt").read_text() == "ok"
+    record = await session.record()
+    assert record is not None and record.sha256 == content_sha256(PLAN)

@@ -1,0 +1,200 @@
+"""The policy file: rules for tools that are not plangate's, checked at the one boundary.
+
+Through the real Runner with a scripted model: a bad file is an error at start; deny
+beats any allow; ``ask`` pauses the call for the user; the file gives undeclared tools
+an effect; path rules deny and ask; a server's ``readOnlyHint`` is shown, never trusted
+alone; every verdict is journaled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from google.adk.tools import FunctionTool
+
+from harness import Harness, make_agent, tool_results
+from plangate.adk import PlanOptions
+from plangate.adk.session import PlanSession
+from plangate.agent.coding_agent import build_coding_agent
+from plangate.agent.workspace import copy_sample_workspace
+from plangate.models.scripted import ScriptedLlm, call, text
+from plangate.policy.policy_file import PolicyFileError
+
+CALLS: list[tuple[str, dict[str, Any]]] = []
+
+
+def deploy(target: str) -> dict[str, Any]:
+    """Deploy the service."""
+    CALLS.append(("deploy", {"target": target}))
+    return {"deployed": target}
+
+
+def save_report(path: str, text: str) -> dict[str, Any]:
+    """Save a report."""
+    CALLS.append(("save_report", {"path": path}))
+    return {"saved": path}
+
+
+def lookup(key: str) -> dict[str, Any]:
+    """Look a key up."""
+    CALLS.append(("lookup", {"key": key}))
+    return {"value": key}
+
+
+POLICY = """
+version = 1
+
+[[tool]]
+name = "*"
+effect = "read"
+planning = "allow"
+acting = "allow"
+
+[[tool]]
+name = "deploy"
+effect = "network"
+planning = "deny"
+acting = "ask"
+justification = "it reaches production"
+
+[[tool]]
+name = "save_report"
+effect = "write"
+acting = "allow"
+paths = { arg = "path", allow = ["reports/**"], deny = ["**/.env"] }
+"""
+
+
+@pytest.fixture(autouse=True)
+def _clear_calls() -> None:
+    CALLS.clear()
+
+
+def _harness(tmp_path: Path, policy: str, tools: list[Any]) -> tuple[Harness, ScriptedLlm]:
+    file = tmp_path / "policy.toml"
+    file.write_text(policy)
+    model = ScriptedLlm()
+    agent = make_agent(model, PlanOptions(policy_file=file), tools=tools)
+    return Harness(agent, f"sqlite:///{tmp_path / 'p.db'}"), model
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("version = 1\n[[tool]\n", "not valid TOML"),
+        ('[[tool]]\nname = "x"\neffect = "read"\nacting = "maybe"\n', "invalid tool.0.acting"),
+        ('[[tool]]\nname = "x"\neffect = "spawn"\n', "effect must be read, write"),
+        ('[[tool]]\nname = "x"\neffect = "read"\nmode = "yolo"\n', "invalid tool.0.mode"),
+        ("version = 2\n", "invalid version"),
+        ('[[tool]]\nname = " "\neffect = "read"\n', "non-empty name"),
+    ],
+)
+def test_a_bad_policy_file_is_a_clear_error_at_start(
+    tmp_path: Path, policy: str, expected: str
+) -> None:
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    (workspace / ".plangate").mkdir(exist_ok=True)
+    (workspace / ".plangate" / "policy.toml").write_text(policy)
+    with pytest.raises(PolicyFileError, match=expected) as caught:
+        build_coding_agent(workspace, ScriptedLlm())
+    assert "policy.toml" in str(caught.value)
+
+
+def test_a_missing_policy_file_named_explicitly_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(PolicyFileError, match="cannot be read"):
+        make_agent(ScriptedLlm(), PlanOptions(policy_file=tmp_path / "absent.toml"))
+
+
+async def test_deny_beats_any_allow_and_is_journaled(tmp_path: Path) -> None:
+    harness, model = _harness(tmp_path, POLICY, [deploy, lookup])
+    await harness.start({"agent_mode": "plan"})
+    model.add(
+        [call("deploy", target="prod")],
+        [call("lookup", key="a")],
+        [text("done")],
+    )
+    events = await harness.send("look")
+    (denied,) = tool_results(events, "deploy")
+    assert denied["error"].startswith("POLICY_DENIED: tool 'deploy' is denied")
+    assert "it reaches production" in denied["error"]
+    # The file made the undeclared lookup read-only, so it runs while planning.
+    assert tool_results(events, "lookup") == [{"value": "a"}]
+    assert CALLS == [("lookup", {"key": "a"})]
+    session = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
+    kinds = [(e.event.kind, e.event.detail.get("tool")) for e in await session.journal()]
+    assert ("policy.deny", "deploy") in kinds and ("policy.allow", "lookup") in kinds
+
+
+async def test_ask_pauses_the_call_until_the_user_allows_it(tmp_path: Path) -> None:
+    harness, model = _harness(tmp_path, POLICY, [deploy, lookup])
+    await harness.start({"agent_mode": "plan"})
+    model.add(
+        [call("update_plan_content", content="1. deploy")],
+        [call("exit_plan_mode")],
+    )
+    await harness.send("plan")
+    session = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
+    (exit_request,) = await session.pending()
+    model.add([call("deploy", target="prod")])
+    await harness.send(PlanSession.approve(exit_request))
+    (request,) = await session.pending()
+    assert request.kind == "tool" and request.tool_name == "deploy"
+    assert "it reaches production" in request.payload["message"]
+    assert CALLS == []
+    model.add([call("deploy", target="staging")])
+    waiting = await session.submit(PlanSession.approve(request))
+    assert waiting.message is not None
+    await harness.send(waiting.message)
+    assert CALLS == [("deploy", {"target": "prod"})]
+    # Allowing one call allows only that one: the next asks again, and refusing it
+    # answers the model with the refusal.
+    (second,) = await session.pending()
+    model.add([text("ok")])
+    waiting = await session.submit(PlanSession.reject(second, note="not today"))
+    assert waiting.message is not None
+    events = await harness.send(waiting.message)
+    assert tool_results(events, "deploy")[-1]["error"].startswith("TOOL_CALL_REFUSED: ")
+    assert CALLS == [("deploy", {"target": "prod"})]
+
+
+async def test_ask_without_a_plan_is_refused_with_the_reason(tmp_path: Path) -> None:
+    harness, model = _harness(tmp_path, POLICY, [deploy])
+    await harness.start()
+    model.add([call("deploy", target="prod")], [text("ok")])
+    (result,) = tool_results(await harness.send("go"), "deploy")
+    assert result["error"].startswith("POLICY_ASK: ") and CALLS == []
+
+
+async def test_path_rules_deny_and_ask(tmp_path: Path) -> None:
+    harness, model = _harness(tmp_path, POLICY, [save_report])
+    await harness.start()
+    model.add(
+        [call("save_report", path="reports/q1.md", text="x")],
+        [call("save_report", path="reports/.env", text="x")],
+        [call("save_report", path="../outside.md", text="x")],
+        [call("save_report", path="notes.md", text="x")],
+        [text("done")],
+    )
+    results = tool_results(await harness.send("go"), "save_report")
+    assert results[0] == {"saved": "reports/q1.md"}
+    assert "matches a denied path" in results[1]["error"]
+    assert "outside the workspace" in results[2]["error"]
+    # Not an allowed path: asked for, and without a plan there is nowhere to ask.
+    assert results[3]["error"].startswith("POLICY_ASK: ")
+    assert CALLS == [("save_report", {"path": "reports/q1.md"})]
+
+
+async def test_read_only_hint_is_shown_but_not_trusted(tmp_path: Path) -> None:
+    tool = FunctionTool(lookup)
+    tool._mcp_tool = SimpleNamespace(annotations=SimpleNamespace(readOnlyHint=True))  # type: ignore[attr-defined]
+    harness, model = _harness(
+        tmp_path, 'version = 1\n[[tool]]\nname = "other"\neffect = "read"\n', [tool]
+    )
+    await harness.start({"agent_mode": "plan"})
+    model.add([call("lookup", key="a")], [text("done")])
+    (result,) = tool_results(await harness.send("look"), "lookup")
+    assert result["error"].startswith("PLAN_MODE_GATE")
+    assert "readOnlyHint" in result["error"] and CALLS == []
