@@ -65,7 +65,11 @@ class ThreadRuns:
         if self._keeper is None:
             self._keeper = LeaseKeeper(leases.store.url, leases.ttl)
         loop = asyncio.get_running_loop()
-        self._keeper.hold(lease, lambda: loop.call_soon_threadsafe(on_lost))
+
+        def lost() -> None:
+            loop.call_soon_threadsafe(on_lost)
+
+        self._keeper.hold(lease, lost)
 
     async def finish(self, lease: Lease) -> None:
         if self._keeper is not None:

@@ -76,7 +76,7 @@ def database_error(exc: BaseException, where: str = "the database") -> DatabaseE
     (a URL without its password)."""
     if isinstance(exc, DatabaseError):
         return exc
-    import asyncpg
+    import asyncpg  # pyright: ignore[reportMissingTypeStubs]
 
     chain = _chain(exc)
     for item in chain:

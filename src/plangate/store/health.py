@@ -10,10 +10,11 @@ it changed, under the scope ``plangate/db``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import inspect, select
+from sqlalchemy import Connection, Table, inspect, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from plangate.journal.events import JournalEvent
@@ -34,11 +35,11 @@ REPAIR_SCOPE = "plangate/db"
 
 @dataclass
 class DatabaseReport:
-    applied: set[int] = field(default_factory=set)
-    missing_tables: list[str] = field(default_factory=list)
-    corrupt: list[tuple[str, str, int]] = field(default_factory=list)
+    applied: set[int] = field(default_factory=set[int])
+    missing_tables: list[str] = field(default_factory=list[str])
+    corrupt: list[tuple[str, str, int]] = field(default_factory=list[tuple[str, str, int]])
     """(kind, key, version) of documents with a version below 1."""
-    stale: list[StaleRun] = field(default_factory=list)
+    stale: list[StaleRun] = field(default_factory=list[StaleRun])
 
     @property
     def schema(self) -> int:
@@ -105,7 +106,7 @@ async def repair_database(store: Store, report: DatabaseReport, *, actor: str) -
         async with store.engine.begin() as conn:
             for table in tables:
                 if table.name in ours:
-                    await conn.run_sync(lambda c, t=table: t.create(c, checkfirst=True))
+                    await conn.run_sync(_creator(table))
     if report.missing_tables:
         # The session tables are ADK's: the caller recreates them (``prepare_database``).
         done += [f"recreated table {name} (empty)" for name in report.missing_tables]
@@ -146,10 +147,19 @@ async def repair_database(store: Store, report: DatabaseReport, *, actor: str) -
     return done
 
 
-def _event(kind: str, subject: str, actor: str, detail: dict) -> JournalEvent:
+def _creator(table: Table) -> Callable[[Connection], None]:
+    def create(conn: Connection) -> None:
+        table.create(conn, checkfirst=True)
+
+    return create
+
+
+def _event(kind: str, subject: str, actor: str, detail: dict[str, Any]) -> JournalEvent:
     return JournalEvent(kind=kind, subject=subject, actor=actor, at=time.time(), detail=detail)
 
 
-async def _journal(store: Store, kind: str, subject: str, actor: str, detail: dict) -> None:
+async def _journal(
+    store: Store, kind: str, subject: str, actor: str, detail: dict[str, Any]
+) -> None:
     async with store.transaction() as tx:
         await tx.append(REPAIR_SCOPE, _event(kind, subject, actor, detail))

@@ -163,7 +163,7 @@ class RunLeases:
             rows = (
                 await conn.execute(select(run_leases).where(run_leases.c.expires_at <= now))
             ).all()
-        claimed = []
+        claimed: list[Lease] = []
         for row in rows:
             async with self.store.transaction() as tx:
                 result = await tx.connection.execute(

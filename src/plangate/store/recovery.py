@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select
 
@@ -43,8 +43,8 @@ class StaleRun:
 
 
 def _has_pending(data: Any) -> bool:
-    record = data.get("record") if isinstance(data, dict) else None
-    pending = record.get("pending") if isinstance(record, dict) else None
+    record: Any = cast(dict[str, Any], data).get("record") if isinstance(data, dict) else None
+    pending: Any = cast(dict[str, Any], record).get("pending") if isinstance(record, dict) else None
     return bool(pending)
 
 
@@ -82,9 +82,10 @@ async def stale_runs(
             ).all()
             if _has_pending(row.data)
         }
-    found = []
+    found: list[StaleRun] = []
     for row in rows:
-        data = row.data if isinstance(row.data, dict) else {}
+        raw: Any = row.data
+        data: dict[str, Any] = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
         run = StaleRun(row.key, row.version, data, row.updated_at)
         if data.get("status") != "running" or row.updated_at > now - idle_seconds:
             continue
@@ -99,7 +100,7 @@ async def interrupt_runs(
 ) -> list[str]:
     """Mark each run ``interrupted`` with a journal entry; a run written meanwhile by
     someone else is left alone. Returns the keys marked."""
-    marked = []
+    marked: list[str] = []
     for run in runs:
         now = time.time()
         data = {

@@ -9,7 +9,7 @@ everything there.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 
 from sqlalchemy import text
@@ -25,7 +25,7 @@ STARTUP_LOCK_KEY = 727275
 
 
 @asynccontextmanager
-async def startup_lock(url: str) -> AsyncIterator[None]:
+async def startup_lock(url: str) -> AsyncGenerator[None]:
     """Hold the startup lock of a PostgreSQL database (SQLite: nothing to hold; its
     writers are serialised by the file lock). Connection failures raise
     ``DatabaseError``."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -75,11 +75,11 @@ def _clean(value: Any) -> Any:
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, tuple):
-        return tuple(_clean(v) for v in value)
+        return tuple(_clean(v) for v in cast(tuple[Any, ...], value))
     if isinstance(value, list):
-        return [_clean(v) for v in value]
+        return [_clean(v) for v in cast(list[Any], value)]
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: _clean(v) for k, v in cast(dict[Any, Any], value).items()}
     return value
 
 
