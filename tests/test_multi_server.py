@@ -212,7 +212,10 @@ def test_fix_12_4_one_run_per_thread_across_servers_and_a_killed_server(
         assert sse_events(response.text)[-1]["type"] == "RUN_FINISHED", response.text
         view = others[2].thread("k1")
         kinds = _journal_kinds(view)
-        assert kinds.count("protocol.run.interrupted") == 1, kinds
+        assert kinds.count("protocol.run.interrupted") == 1, (
+            " ".join(kinds),
+            [server.log()[-2000:] for server in others],
+        )
         assert not view["running"]
     finally:
         for server in servers:

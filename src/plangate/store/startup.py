@@ -9,6 +9,8 @@ everything there.
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 
@@ -16,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from plangate.store.errors import database_error
-from plangate.store.urls import redacted
+from plangate.store.urls import ensure_sqlite_folder, redacted, sqlite_path
 
 __all__ = ["STARTUP_LOCK_KEY", "startup_lock"]
 
@@ -26,11 +28,22 @@ STARTUP_LOCK_KEY = 727275
 
 @asynccontextmanager
 async def startup_lock(url: str) -> AsyncGenerator[None]:
-    """Hold the startup lock of a PostgreSQL database (SQLite: nothing to hold; its
-    writers are serialised by the file lock). Connection failures raise
-    ``DatabaseError``."""
+    """Hold the startup lock of the database: an advisory lock on PostgreSQL, an
+    exclusive ``flock`` on ``<file>.lock`` beside a SQLite file. Connection failures
+    raise ``DatabaseError``."""
     if url.startswith("sqlite"):
-        yield
+        path = sqlite_path(url)
+        if path is None:
+            yield
+            return
+        ensure_sqlite_folder(url)
+        with open(f"{path}.lock", "a") as handle:
+            # Blocking is fine off the event loop: the other starter holds it briefly.
+            await asyncio.to_thread(fcntl.flock, handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
         return
     engine = create_async_engine(url, connect_args={"timeout": 10})
     try:
