@@ -149,6 +149,18 @@ def _sleeping_script(path: Path) -> Path:
     return path
 
 
+def _in_bash(server: Serve, thread: str) -> bool:
+    if not server.thread_exists(thread):
+        return False
+    view = server.thread(thread)
+    calls = [
+        call["function"]["name"]
+        for message in view["messages"]
+        for call in message.get("toolCalls") or []
+    ]
+    return view["running"] and "Bash" in calls
+
+
 def _journal_kinds(data: dict) -> list[str]:
     return [entry["kind"] for entry in data["journal"]]
 
@@ -188,8 +200,8 @@ def test_fix_12_4_one_run_per_thread_across_servers_and_a_killed_server(
             daemon=True,
         )
         background.start()
-        deadline = time.monotonic() + 60
-        while not others[0].thread_exists("k1") or not others[0].thread("k1")["running"]:
+        deadline = time.monotonic() + 90
+        while not _in_bash(others[0], "k1"):  # mid-run: the command is sleeping
             assert time.monotonic() < deadline, "the sleeping run never started"
             time.sleep(0.2)
         for server in others:
