@@ -47,6 +47,8 @@ _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 def clean_json(serialized: str) -> str:
     """JSON text with NUL and unpaired-surrogate escapes replaced by ``\\ufffd``."""
+    if "\\u" not in serialized:  # the common case: one scan, no escape at all
+        return serialized
     if "\\u0000" in serialized:
         serialized = _JSON_NUL.sub(r"\1\\ufffd", serialized)
     if "\\ud" in serialized or "\\uD" in serialized:
