@@ -14,9 +14,22 @@ import pytest
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 
 
-def spawn(cwd: Path, *args: str, env: dict[str, str] | None = None) -> pexpect.spawn:
+class Terminal(pexpect.spawn):
+    """A pty that answers the cursor position requests a real terminal emulator answers
+    (prompt_toolkit draws its bottom toolbar once it knows where the cursor is)."""
+
+    CPR_REQUEST = "\x1b[6n"
+
+    def read_nonblocking(self, size: int = 1, timeout: float | None = -1) -> str:
+        data = super().read_nonblocking(size, timeout)
+        if self.CPR_REQUEST in data:
+            self.send("\x1b[40;1R")
+        return data
+
+
+def spawn(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Terminal:
     environment = dict(os.environ, COLUMNS="120", LINES="50", NO_COLOR="1", **(env or {}))
-    child = pexpect.spawn(
+    child = Terminal(
         sys.executable,
         ["-m", "plangate.cli.main", "chat", *args],
         cwd=str(cwd),
@@ -27,6 +40,18 @@ def spawn(cwd: Path, *args: str, env: dict[str, str] | None = None) -> pexpect.s
     )
     child.logfile_read = (cwd / "terminal.log").open("a")
     return child
+
+
+def start(cwd: Path, *args: str, env: dict[str, str] | None = None) -> tuple[Terminal, str]:
+    """A new session; returns the terminal and the session id from the header."""
+    child = spawn(cwd, *args, env=env)
+    child.expect(r"session   ([0-9a-f]{12})")
+    session_id = child.match.group(1)
+    child.expect(PROMPT)
+    return child, session_id
+
+
+PROMPT = "you>"
 
 
 def transcript(cwd: Path) -> str:
@@ -42,10 +67,11 @@ def editor(tmp_path: Path) -> Path:
 
 
 def test_the_whole_demo_in_the_terminal(tmp_path: Path, editor: Path) -> None:
-    child = spawn(tmp_path, "--session", "demo", env={"EDITOR": str(editor)})
+    child = spawn(tmp_path, env={"EDITOR": str(editor)})
     child.expect("offline demo")
     child.expect("DEMO")
-    child.expect("you> ")
+    child.expect(PROMPT)
+    child.expect("mode agent │ no plan")  # the bottom toolbar
     child.sendline("Fix the failing test")
     child.expect(r"Enter Plan Mode\?")
     child.sendline("y")
@@ -56,12 +82,15 @@ def test_the_whole_demo_in_the_terminal(tmp_path: Path, editor: Path) -> None:
     child.expect(r"Approve this plan\?")
     child.sendline("e")
     child.expect("Your edits")
+    child.expect(r"\+3\. Keep the error message unchanged")
+    child.expect(r"Approve the edited plan\? \[a\]pprove / \[k\]eep editing / \[d\]iscard")
+    child.sendline("a")
     child.expect("5 passed")
     child.expect(r"Plan · approved · revision 2")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/status")
     child.expect("approved · revision 2")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     log = transcript(tmp_path)
@@ -73,8 +102,7 @@ def test_the_whole_demo_in_the_terminal(tmp_path: Path, editor: Path) -> None:
 
 
 def test_restart_with_a_pending_approval_continues(tmp_path: Path) -> None:
-    child = spawn(tmp_path, "--session", "resume-me")
-    child.expect("you> ")
+    child, session_id = start(tmp_path)
     child.sendline("Fix the failing test")
     child.expect(r"Enter Plan Mode\?")
     child.sendline("y")
@@ -86,20 +114,33 @@ def test_restart_with_a_pending_approval_continues(tmp_path: Path) -> None:
     stock = tmp_path / ".plangate" / "workspace" / "inventory" / "stock.py"
     assert "on_hand + 1" in stock.read_text()
 
-    again = spawn(tmp_path, "--session", "resume-me")
+    again = spawn(tmp_path, "--session", session_id)
     again.expect(r"Plan · pending_approval · revision 1")
     again.expect(r"Approve this plan\?")
     again.sendline("a")
     again.expect("5 passed")
-    again.expect("you> ")
+    again.expect(PROMPT)
     again.sendline("/quit")
     again.expect(pexpect.EOF)
+    assert "if quantity > on_hand:\n" in stock.read_text()
+
+    # Resuming again keeps the approved edits and shows the conversation so far.
+    third = spawn(tmp_path, "--session", session_id)
+    third.expect("Transcript so far")
+    third.expect("Fix the failing test")
+    third.expect("enter_plan_mode")
+    third.expect(r"\(answered\) Raise an error")
+    third.expect(r"\(approved\)")
+    third.expect(PROMPT)
+    third.sendline("/quit")
+    third.expect(f"Bye. Resume with: plangate chat --session {session_id}")
+    third.expect(pexpect.EOF)
     assert "if quantity > on_hand:\n" in stock.read_text()
 
 
 def test_plan_command_semantics(tmp_path: Path) -> None:
     child = spawn(tmp_path)
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/plan off")
     child.expect("Plan mode is already inactive.")
     child.sendline("/plan")
@@ -113,10 +154,10 @@ def test_plan_command_semantics(tmp_path: Path) -> None:
     child.expect(r"option number or text")
     child.sendline("/plan off")
     child.expect("Left plan mode: the plan was cancelled")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/journal")
     child.expect("cancelled")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     log = transcript(tmp_path)
@@ -144,8 +185,7 @@ def test_two_batched_questions_are_asked_in_turn_and_the_run_resumes_once(
             [{"echo": "answers seen: "}],
         ],
     )
-    child = spawn(tmp_path, "--session", "batched", "--model", f"script:{script}")
-    child.expect("you> ")
+    child, _ = start(tmp_path, "--model", f"script:{script}")
     child.sendline("/plan set up the database")
     child.expect(r"Question \(1 of 2\)")
     child.expect("Which database")
@@ -156,10 +196,10 @@ def test_two_batched_questions_are_asked_in_turn_and_the_run_resumes_once(
     child.expect(r"option number or text")
     child.sendline("5432")
     child.expect("answers seen: ")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/status")
     child.expect("plan      exploring")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     log = transcript(tmp_path)
@@ -185,13 +225,12 @@ def test_a_refused_reply_is_shown_plainly(tmp_path: Path) -> None:
             [{"echo": "after approval: "}],
         ],
     )
-    child = spawn(tmp_path, "--session", "refused", "--model", f"script:{script}")
-    child.expect("you> ")
+    child, session_id = start(tmp_path, "--model", f"script:{script}")
     child.sendline("/plan tidy up")
     child.expect(r"Question \(1 of 2\)")
     child.expect(r"option number or text")
     # Answer the question from a second terminal first, then here.
-    other = spawn(tmp_path, "--session", "refused", "--model", f"script:{script}")
+    other = spawn(tmp_path, "--session", session_id, "--model", f"script:{script}")
     other.expect(r"Question \(1 of 2\)")
     other.expect(r"option number or text")
     other.sendline("tabs")
@@ -203,7 +242,7 @@ def test_a_refused_reply_is_shown_plainly(tmp_path: Path) -> None:
     child.expect(r"Approve this plan\?")
     child.sendline("a")
     child.expect("after approval: ")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
 
@@ -217,18 +256,17 @@ def test_plan_typed_while_the_agent_runs_applies_at_its_next_step(tmp_path: Path
             [{"text": "stopped to plan"}],
         ],
     )
-    child = spawn(tmp_path, "--session", "midrun", "--model", f"script:{script}")
-    child.expect("you> ")
+    child, _ = start(tmp_path, "--model", f"script:{script}")
     child.sendline("write the notes")
     child.expect("Bash")
     child.sendline("/plan")
     child.expect(r"Entering plan mode \(applies from the next step\)")
     child.expect("refused by plan gate")
     child.expect("stopped to plan")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/status")
     child.expect("mode      plan")
-    child.expect("you> ")
+    child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     assert not (tmp_path / ".plangate" / "workspace" / "notes.txt").exists()
@@ -250,3 +288,305 @@ def test_the_header_says_what_contains_the_agents_commands(tmp_path: Path) -> No
     if sandbox_status().available:
         assert "sandbox: bubblewrap (read-only while planning" in text
     assert "⚠ sandbox off (PLANGATE_SANDBOX=off)" in text
+
+
+def send_bytes(child: Terminal, data: bytes) -> None:
+    os.write(child.child_fd, data)
+
+
+def test_a_paste_answers_no_prompt_that_was_not_on_screen(tmp_path: Path) -> None:
+    """fix_10_1: a paste of "Fix the failing test⏎y⏎1⏎a" enters nothing, answers
+    nothing and approves nothing; a key pressed on the prompt once it shows does."""
+    child, _ = start(tmp_path)
+    child.send("Fix the failing test\ry\r1\ra\r")
+    child.expect(r"Enter Plan Mode\? \(y\)es / \(n\)o:")
+    child.sendline("/status")
+    child.expect(r"waiting   enter request")
+    child.expect(r"Enter Plan Mode\?")
+    child.sendline("y")
+    child.expect(r"option number or text")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    log = transcript(tmp_path)
+    assert "Question" in log and "approved" not in log
+    stock = tmp_path / ".plangate" / "workspace" / "inventory" / "stock.py"
+    assert "on_hand + 1" in stock.read_text()
+
+
+def test_history_arrows_and_a_long_multiline_paste(tmp_path: Path) -> None:
+    """fix_10_2: Up recalls the last message, Left moves the cursor (no escape codes in
+    the text), and a bracketed paste over 4,095 characters arrives whole, newlines kept."""
+    script = write_script(tmp_path / "script.json", [[{"text": f"reply {n}"}] for n in range(4)])
+    child, session_id = start(tmp_path, "--model", f"script:{script}")
+    child.sendline("first message")
+    child.expect("reply 0")
+    child.expect(PROMPT)
+    child.send("\x1b[A\r")  # Up, Enter
+    child.expect("reply 1")
+    child.expect(PROMPT)
+    child.send("ab\x1b[DX\r")  # a, b, Left, X
+    child.expect("reply 2")
+    child.expect(PROMPT)
+    pasted = "\n".join(f"line {n:04d} " + "x" * 60 for n in range(80)) + "\nEND-OF-PASTE"
+    assert len(pasted) > 4095
+    child.send("\x1b[200~" + pasted + "\x1b[201~")
+    child.send("\r")
+    child.expect("reply 3")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert user_messages(tmp_path, session_id) == ["first message", "first message", "aXb", pasted]
+
+
+def user_messages(cwd: Path, session_id: str) -> list[str]:
+    """The user's text messages as stored in the session, read back through ADK."""
+    import asyncio
+
+    from google.adk.sessions import DatabaseSessionService
+
+    async def read() -> list[str]:
+        service = DatabaseSessionService(f"sqlite+aiosqlite:///{cwd / '.plangate' / 'plangate.db'}")
+        session = await service.get_session(
+            app_name="plangate", user_id="user", session_id=session_id
+        )
+        assert session is not None
+        return [
+            part.text
+            for event in session.events
+            if event.author == "user" and event.content is not None
+            for part in event.content.parts or []
+            if part.text
+        ]
+
+    return asyncio.run(read())
+
+
+def test_markup_in_model_text_is_shown_literally_and_bad_answers_are_asked_again(
+    tmp_path: Path,
+) -> None:
+    """fix_10_3: "[/]" and "list[str]" in a question show as written (no crash, no lost
+    brackets), also on resume; an out-of-range number and non-UTF-8 bytes are refused
+    with a message and the question is asked again."""
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            [
+                {
+                    "call": "ask_user_question",
+                    "args": {
+                        "question": "Close the tag with [/] or return list[str]?",
+                        "options": ["list[str]", "[bold]raw[/]"],
+                    },
+                }
+            ],
+            [{"echo": "answered: "}],
+        ],
+    )
+    child, session_id = start(tmp_path, "--model", f"script:{script}")
+    child.sendline("/plan choose a type")
+    child.expect(r"Close the tag with \[/\] or return list\[str\]\?")
+    child.expect(r"1\. list\[str\]")
+    child.expect(r"2\. \[bold\]raw\[/\]")
+    child.expect(r"option number or text")
+    child.sendline("3")
+    child.expect("There is no option 3: choose 1 to 2")
+    child.expect(r"option number or text")
+    send_bytes(child, b"\xff\xfeabc\r")
+    child.expect("not valid UTF-8")
+    child.expect(r"option number or text")
+    child.sendline("1")
+    child.expect(r'answered: \[\{"answer": "list\[str\]"')
+    child.expect(PROMPT)
+    child.sendline("/journal")
+    child.expect("Journal")
+    child.expect("mode.requested")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+    again = spawn(tmp_path, "--session", session_id, "--model", f"script:{script}")
+    again.expect("Transcript so far")
+    again.expect(r"list\[str\]")
+    again.expect(PROMPT)
+    again.sendline("/quit")
+    again.expect(pexpect.EOF)
+    again.close()
+    assert again.exitstatus == 0
+    assert "Traceback" not in transcript(tmp_path)
+
+
+def test_quit_works_at_every_prompt(tmp_path: Path) -> None:
+    """fix_10_4: /quit at the Plan Mode entry, the question and the approval leaves
+    (exit 0, with the resume command); each request is asked again on resume."""
+    child, session_id = start(tmp_path)
+    child.sendline("Fix the failing test")
+    child.expect(r"Enter Plan Mode\?")
+    child.sendline("/quit")
+    child.expect(f"Bye. Resume with: plangate chat --session {session_id}")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    again = spawn(tmp_path, "--session", session_id)
+    again.expect(r"Enter Plan Mode\?")
+    again.sendline("y")
+    again.expect(r"option number or text")
+    again.sendline("/quit")
+    again.expect(pexpect.EOF)
+
+    third = spawn(tmp_path, "--session", session_id)
+    third.expect(r"option number or text")
+    third.sendline("1")
+    third.expect(r"Approve this plan\?")
+    third.sendline("r")
+    third.expect("What should change")
+    third.sendline("/quit")
+    third.expect(pexpect.EOF)
+    third.close()
+    assert third.exitstatus == 0
+    stock = tmp_path / ".plangate" / "workspace" / "inventory" / "stock.py"
+    assert "on_hand + 1" in stock.read_text()
+
+
+def test_esc_and_ctrl_c_cancel_the_running_turn_and_a_second_ctrl_c_quits(
+    tmp_path: Path,
+) -> None:
+    """fix_10_5: Esc cancels the run (journaled, with the exact resume command); the chat
+    goes on; Ctrl-C cancels the next run and a second Ctrl-C leaves."""
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            [{"call": "Bash", "args": {"command": "sleep 30"}}],
+            [{"call": "Bash", "args": {"command": "sleep 31"}}],
+        ],
+    )
+    child, session_id = start(tmp_path, "--model", f"script:{script}")
+    child.sendline("wait a while")
+    child.expect(r"running Bash")
+    child.send("\x1b")
+    child.expect("Cancelled: the turn was stopped")
+    child.expect(
+        re.escape(f"Resume later with: plangate chat --session {session_id} --model script:")
+    )
+    child.expect(PROMPT)
+    child.sendline("/journal")
+    child.expect("run.stopped")
+    child.expect(PROMPT)
+    child.sendline("wait again")
+    child.expect(r"sleep 31")
+    child.send("\x03")
+    child.expect("Cancelled: the turn was stopped")
+    child.expect(PROMPT)
+    child.send("\x03")
+    child.expect("Bye. Resume with")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in transcript(tmp_path)
+
+
+def test_edit_asks_before_approving_and_a_broken_editor_returns_to_the_choice(
+    tmp_path: Path, editor: Path
+) -> None:
+    """fix_10_6: a failing or missing $EDITOR says so and asks again (no crash); edits
+    are shown as a diff, then approve / keep editing / discard; discard keeps the plan."""
+    child, session_id = start(tmp_path, env={"EDITOR": "false"})
+    child.sendline("Fix the failing test")
+    child.expect(r"Enter Plan Mode\?")
+    child.sendline("y")
+    child.expect(r"option number or text")
+    child.sendline("1")
+    child.expect(r"Approve this plan\?")
+    child.sendline("e")
+    child.expect(r"exited with status 1")
+    child.expect(r"Approve this plan\?")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+    missing = spawn(tmp_path, "--session", session_id, env={"EDITOR": str(tmp_path / "nope")})
+    missing.expect(r"Approve this plan\?")
+    missing.sendline("e")
+    missing.expect(r"could not start the editor")
+    missing.expect(r"Approve this plan\?")
+    missing.sendline("/quit")
+    missing.expect(pexpect.EOF)
+
+    edits = spawn(tmp_path, "--session", session_id, env={"EDITOR": str(editor)})
+    edits.expect(r"Approve this plan\?")
+    edits.sendline("e")
+    edits.expect("Your edits")
+    edits.expect(r"\[k\]eep editing")
+    edits.sendline("k")
+    edits.expect("Your edits")
+    edits.expect(r"\+3\. Keep the error message unchanged[\s│]+\+3\. Keep")
+    edits.expect(r"\[k\]eep editing")
+    edits.sendline("d")
+    edits.expect("Edits discarded")
+    edits.expect(r"Approve this plan\?")
+    edits.sendline("a")
+    edits.expect("5 passed")
+    edits.expect(r"Plan · approved · revision 1")
+    edits.expect(PROMPT)
+    edits.sendline("/quit")
+    edits.expect(pexpect.EOF)
+    assert "AttributeError" not in transcript(tmp_path)
+
+
+def test_an_unknown_session_is_an_error(tmp_path: Path) -> None:
+    """fix_10_7: a mistyped --session exits 2 with one line and starts nothing."""
+    child, _ = start(tmp_path)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    stock = tmp_path / ".plangate" / "workspace" / "inventory" / "stock.py"
+    stock.write_text(stock.read_text() + "# kept\n")
+    typo = spawn(tmp_path, "--session", "no-such-session")
+    typo.expect(pexpect.EOF)
+    typo.close()
+    assert typo.exitstatus == 2
+    lines = [line for line in ANSI.sub("", typo.before).splitlines() if line.strip()]
+    assert lines == [
+        "plangate chat: no session 'no-such-session' in this database (check the id, or "
+        "leave out --session to start a new one)"
+    ]
+    assert stock.read_text().endswith("# kept\n")
+
+
+def test_a_failed_data_run_says_what_next_and_results_are_tables(tmp_path: Path) -> None:
+    """fix_10_8: the protocol's refusal names the next step; the query result is a table."""
+    child, _ = start(tmp_path)
+    child.sendline("revenue by region last quarter")
+    child.expect("DATA_ACTIONS_REJECTED_BY_PROTOCOL —")
+    child.expect("Type “try again” to retry")
+    child.expect(PROMPT)
+    child.sendline("try again")
+    child.expect("97,979.81")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    log = transcript(tmp_path)
+    assert re.search(r"✗ run failed: DATA_ACTIONS_REJECTED_BY_PROTOCOL — ", log)
+    assert re.search(r"[┃│] region\s+[┃│]\s+revenue [┃│]", log)
+    assert re.search(r"│ North\s+│\s+97,979\.81 │", log)
+
+
+def test_piped_input_works_but_cannot_approve(tmp_path: Path) -> None:
+    """fix_10_9: with stdin not a terminal, messages and answers are read line by line;
+    an approval needs a keypress in a terminal, so a piped "a" approves nothing."""
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-m", "plangate.cli.main", "chat"],
+        cwd=tmp_path,
+        input=b"/status\nFix the failing test\ny\n1\na\n",
+        capture_output=True,
+        timeout=300,
+        env=dict(os.environ, COLUMNS="120"),
+    )
+    out = " ".join(result.stdout.decode().split())
+    assert result.returncode == 1, out + result.stderr.decode()
+    assert "Approving a plan needs a keypress on a prompt in a terminal" in out
+    assert "nothing was approved" in out
+    assert "Bye. Resume with: plangate chat --session" in out
+    stock = tmp_path / ".plangate" / "workspace" / "inventory" / "stock.py"
+    assert "on_hand + 1" in stock.read_text()
+    assert "Input is not a terminal" not in result.stderr.decode()

@@ -129,6 +129,17 @@ class PlanSession:
             )
         return cls(runner, user_id=user_id, session_id=existing.id)
 
+    @classmethod
+    async def find(
+        cls, runner: Runner, *, session_id: str, user_id: str = "user"
+    ) -> PlanSession | None:
+        """The stored session ``session_id``, or None when there is none (nothing is
+        created: a mistyped id must not silently become a new session)."""
+        existing = await runner.session_service.get_session(
+            app_name=runner.app_name, user_id=user_id, session_id=session_id
+        )
+        return None if existing is None else cls(runner, user_id=user_id, session_id=existing.id)
+
     @property
     def scope(self) -> PlanScope:
         return PlanScope(self.runner.app_name, self.user_id, self.session_id, self.runtime.branch)

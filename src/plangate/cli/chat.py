@@ -1,15 +1,17 @@
-"""``plangate chat``: the terminal front end of the coding agent."""
+"""``plangate chat``: the terminal front end of the coding agent.
+
+Reads through :mod:`plangate.cli.line_input` (prompt_toolkit on a terminal, plain lines on
+a pipe), shows runs through :mod:`plangate.cli.render`, and drives the session only
+through the host API (``PlanSession``): ``pending()``, ``submit()``, ``awaiting()``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
-import os
+import contextlib
 import shlex
-import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from google.genai import types
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
+from rich.status import Status
 from rich.text import Text
 
 from plangate.adk.database import failure_text
@@ -27,6 +30,8 @@ from plangate.adk.session import PlanSession
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.todos import todos_state_key
 from plangate.agent.workspace import copy_sample_workspace
+from plangate.cli.editor import diff_text, edit_text
+from plangate.cli.line_input import Interrupt, LineReader, PipeReader, TtyReader
 from plangate.cli.options import (
     add_data_option,
     add_database_option,
@@ -43,14 +48,17 @@ from plangate.cli.render import (
     render_reply_error,
     render_result,
     render_todos,
+    render_transcript,
 )
+from plangate.cli.run_keys import RunKeys
+from plangate.cli.tables import journal_table
 from plangate.models.config import describe_model, resolve_model
 from plangate.models.demo import DemoModel
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode
 from plangate.sandbox.probe import sandbox_summary
 
-__all__ = ["add_chat_parser", "run_chat"]
+__all__ = ["add_chat_parser", "resume_command", "run_chat"]
 
 HELP = """Commands:
   /plan             select Plan Mode (applies from the next step)
@@ -61,7 +69,23 @@ HELP = """Commands:
   /status           mode, plan status and pending requests
   /journal          the session's governance journal
   /help             this help
-  /quit             leave (the session is saved; resume with --session)"""
+  /quit             leave (the session is saved; resume with --session); works at
+                    every prompt, approvals and questions included
+Keys: Esc or Ctrl-C cancels a running turn; Ctrl-C again (or Ctrl-D) leaves.
+Up/Down recall earlier messages; a paste keeps all its lines in one message."""
+
+WORKING = "working… (Esc cancels)"
+
+PERMISSIONS = ("amendment", "edit", "tool")
+"""Requests answered by allow or refuse (the approved plan's scope, an edit, a tool)."""
+
+
+class Quit(Exception):
+    """The user leaves: /quit, Ctrl-D, or a second Ctrl-C."""
+
+    def __init__(self, code: int = 0) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 def add_chat_parser(subparsers: Any) -> None:
@@ -69,7 +93,9 @@ def add_chat_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--workspace", help="project folder (default: a copy of the sample project)"
     )
-    parser.add_argument("--session", help="resume this session id (default: a new session)")
+    parser.add_argument(
+        "--session", help="resume this existing session id (default: a new session)"
+    )
     add_model_option(parser)
     add_database_option(parser, "--database")
     add_data_option(parser)
@@ -78,16 +104,38 @@ def add_chat_parser(subparsers: Any) -> None:
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    import asyncio
-
+    starter = _Starter(args)
     try:
-        return asyncio.run(Chat.create(args).run())
+        return asyncio.run(starter.run())
     except KeyboardInterrupt:
+        if starter.session_id:
+            print(f"\nInterrupted. Resume with: {resume_command(args, starter.session_id)}")
         return 130
 
 
-def default_workspace() -> Path:
-    return copy_sample_workspace(Path.cwd() / ".plangate" / "workspace")
+def resume_command(args: argparse.Namespace, session_id: str) -> str:
+    """The command that reopens this session as it was started (run from the same folder)."""
+    argv = ["plangate", "chat", "--session", session_id]
+    if args.workspace:
+        argv += ["--workspace", str(Path(args.workspace).expanduser().resolve())]
+    if args.database_url:
+        argv += ["--database-url", args.database_url]
+    if args.model:
+        argv += ["--model", args.model]
+    for spec in args.data or []:
+        argv += ["--data", spec]
+    if args.allow_network:
+        argv.append("--allow-network")
+    return shlex.join(argv)
+
+
+def default_workspace(*, reset: bool) -> Path:
+    """The demo workspace. A new session gets the sample as shipped; a resumed one keeps
+    the folder as it is (approved edits included)."""
+    path = Path.cwd() / ".plangate" / "workspace"
+    if not reset and path.is_dir() and any(path.iterdir()):
+        return path
+    return copy_sample_workspace(path)
 
 
 class Chat:
@@ -98,54 +146,77 @@ class Chat:
         workspace: Path,
         model: Any,
         *,
+        reader: LineReader,
+        resume: str,
+        resumed: bool = False,
         allow_network: bool = False,
     ) -> None:
         self.console = console
         self.session = session
         self.workspace = workspace
         self.model = model
+        self.reader = reader
+        self.resume = resume
+        self.resumed = resumed
         self.allow_network = allow_network
         self.streaming = not isinstance(model, DemoModel)
-
-    @classmethod
-    def create(cls, args: argparse.Namespace) -> _Starter:
-        return _Starter(args)
+        # A Ctrl-C right after another one (or after a cancelled turn) leaves.
+        self.interrupted = False
 
     # -- the loop -----------------------------------------------------------------------
 
     async def run(self) -> int:
         self._header()
-        await self._resolve_pending()
-        while True:
-            line = self._input("you> ")
-            if line is None:
-                self.console.print(
-                    f"\nBye. Resume with: plangate chat --session {self.session.session_id}"
-                )
-                return 0
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith("/"):
-                if await self._command(line) == "quit":
-                    self.console.print(
-                        f"Bye. Resume with: plangate chat --session {self.session.session_id}"
-                    )
-                    return 0
-                continue
-            await self._turn(line)
+        try:
+            if self.resumed:
+                session = await self.session.session()
+                render_transcript(self.console, list(session.events))
+            await self._resolve_pending()
+            while True:
+                line = (await self._read("you> ")).strip()
+                if not line:
+                    continue
+                if line.startswith("/"):
+                    await self._command(line)
+                    continue
+                await self._turn(line)
+        except Quit as leaving:
+            # soft_wrap: the command stays one line, to copy and paste as it is.
+            self.console.print(Text(f"Bye. Resume with: {self.resume}"), soft_wrap=True)
+            return leaving.code
 
-    async def _command(self, line: str) -> str | None:
+    async def _read(self, prompt: str, *, decision: bool = False) -> str:
+        """One line from the user; raises Quit on Ctrl-D or a repeated Ctrl-C."""
+        while True:
+            toolbar = await self._toolbar() if self.reader.interactive else None
+            got = await self.reader.read(prompt, decision=decision, toolbar=toolbar)
+            if got.interrupt is Interrupt.EOF:
+                raise Quit(0)
+            if got.interrupt is Interrupt.CTRL_C:
+                if self.interrupted:
+                    raise Quit(0)
+                self.interrupted = True
+                self._warn("(Ctrl-C again, Ctrl-D or /quit leaves; the session is saved.)")
+                continue
+            self.interrupted = False
+            if got.undecodable:
+                self._warn(
+                    "That input is not valid UTF-8 text, so nothing was sent. Type it again."
+                )
+                continue
+            return got.text
+
+    async def _command(self, line: str) -> None:
         name, _, rest = line.partition(" ")
         rest = rest.strip()
         if name in ("/quit", "/exit"):
-            return "quit"
+            raise Quit(0)
         if name == "/help":
-            self.console.print(HELP)
+            self.console.print(Text(HELP))
         elif name == "/status":
             await self._status()
         elif name == "/journal":
-            await self._journal()
+            self.console.print(journal_table(await self.session.journal()))
         elif name == "/plan":
             if rest == "off":
                 self.console.print(Text(await self.session.leave_plan(), "magenta"))
@@ -155,7 +226,8 @@ class Chat:
                     await self._turn(rest)
         else:
             self._warn(f"Unknown command {name}. Type /help.")
-        return None
+
+    # -- one turn -------------------------------------------------------------------------
 
     async def _turn(
         self, message: str | types.Content, *, before: PlanRecord | None = None
@@ -165,21 +237,31 @@ class Chat:
         before = before or await self.session.record()
         before_key = (before.id, before.status, before.content_revisions) if before else None
         protocol_before = await self._protocol()
-        streamed = False
-        run_config = RunConfig(streaming_mode=StreamingMode.SSE) if self.streaming else None
-        with self.console.status("[cyan]working…", spinner="dots") as status:
-            typed = _TypedDuringRun(self)
-            typed.start()
-            try:
-                async for event in self.session.run(message, run_config=run_config):
-                    streamed = self._show(event, streamed, status)
-            except Exception as exc:  # a model or network failure must not lose the session
-                self.console.print(
-                    Text(f"The run failed: {failure_text(exc)[1]}", style="bold red")
+        with self.console.status(Text(WORKING, "cyan"), spinner="dots") as status:
+            run = _RunView(self, status)
+            task = asyncio.create_task(run.stream(message))
+            keys = (
+                RunKeys(
+                    on_cancel=task.cancel,
+                    on_quit=run.quit,
+                    on_line=run.typed_line,
+                    on_typing=run.typing,
                 )
-                self.console.print("The session is saved; you can retry or /quit.")
-            finally:
-                await typed.stop()
+                if self.reader.interactive
+                else contextlib.nullcontext()
+            )
+            cancelled = False
+            with keys:
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise  # the program is going away, not just this turn
+                    cancelled = True
+                await run.settle()
+        if cancelled:
+            await self._cancelled()
         after = await self.session.record()
         after_key = (after.id, after.status, after.content_revisions) if after else None
         if after is not None and after_key != before_key and not after.pending:
@@ -187,34 +269,24 @@ class Chat:
         protocol = await self._protocol()
         if protocol:
             render_protocol(self.console, protocol, protocol_before)
+        if run.quitting:
+            raise Quit(130)
+        if cancelled:
+            if await self.session.pending():
+                await self._resolve_pending()  # a request raised before the cancel
+            return
         await self._resolve_pending()
 
-    def _show(self, event: Any, streamed: bool, status: Any) -> bool:
-        parts = (event.content.parts if event.content else []) or []
-        for part in parts:
-            if part.text and not getattr(part, "thought", False):
-                # Model text is never Rich markup: "[demo]" or "[a]" must print as typed.
-                if event.partial:
-                    self.console.print(Text(part.text), end="")
-                    streamed = True
-                elif streamed:
-                    self.console.print()
-                    streamed = False
-                else:
-                    self.console.print(Text.assemble(("● ", "bold"), part.text))
-            elif part.function_call is not None:
-                render_call(
-                    self.console, part.function_call.name or "", dict(part.function_call.args or {})
-                )
-                status.update(f"[cyan]running {part.function_call.name}…")
-            elif part.function_response is not None:
-                name = part.function_response.name or ""
-                result = dict(part.function_response.response or {})
-                render_result(self.console, name, result)
-                if name == "todo_write" and "todos" in result:
-                    render_todos(self.console, result["todos"])
-                status.update("[cyan]working…")
-        return streamed
+    async def _cancelled(self) -> None:
+        try:
+            await self.session.note_stopped(surface="terminal")
+            note = "Cancelled: the turn was stopped (journaled); the session is saved."
+        except Exception as exc:  # the cancel stands even if the journal write fails
+            note = f"Cancelled; the cancel could not be journaled ({type(exc).__name__}: {exc})."
+        self.console.print(Text(note, "yellow"))
+        self.console.print(Text(f"Resume later with: {self.resume}"), soft_wrap=True)
+        self.console.print(Text("Type a new message, or Ctrl-C again to leave.", "dim"))
+        self.interrupted = True
 
     # -- human-in-the-loop ----------------------------------------------------------------
 
@@ -241,7 +313,7 @@ class Chat:
             render_pending(self.console, request, record, position=position)
             while True:
                 reply = await self._ask(request, record)
-                if reply is None:  # the user left plan mode or quit the prompt
+                if reply is None:  # the request is gone (the user left plan mode)
                     return
                 try:
                     await self.session.submit(reply)
@@ -251,101 +323,143 @@ class Chat:
                         continue  # ask again
                 break
 
-    async def _ask(self, request: PendingRequest, record: Any) -> types.Content | None:
+    async def _ask(
+        self, request: PendingRequest, record: PlanRecord | None
+    ) -> types.Content | None:
+        """The user's reply to ``request``; None once it is no longer open."""
+        if request.kind in ("exit", *PERMISSIONS) and not self.reader.interactive:
+            self._warn(
+                "Approving a plan needs a keypress on a prompt in a terminal, and this chat "
+                "does not run in one (stdin or stdout is redirected): nothing was approved. "
+                "Open the session in a terminal to review the plan."
+            )
+            raise Quit(1)
+        prompts = {
+            "enter": "Enter Plan Mode? (y)es / (n)o: ",
+            "question": "Your answer (option number or text): ",
+            **dict.fromkeys(PERMISSIONS, "Allow? [a]llow / [r]efuse (a note is optional): "),
+        }
+        prompt = prompts.get(request.kind, "Approve this plan? [a]pprove / [e]dit / [r]eject: ")
         while True:
-            if request.kind == "enter":
-                answer = self._input("Enter Plan Mode? (y)es / (n)o: ")
-            elif request.kind == "question":
-                answer = self._input("Your answer (option number or text): ")
-            else:
-                answer = self._input(
-                    "Approve this plan? [a]pprove / [e]dit then approve / [r]eject: "
-                )
-            if answer is None:
-                return None
-            answer = answer.strip()
+            answer = (await self._read(prompt, decision=True)).strip()
             if answer.startswith("/"):
                 await self._command(answer)
-                if not await self.session.pending():
-                    return None
-                continue
-            reply = self._reply(request, record, answer)
-            if reply is not None:
-                return reply
+            else:
+                reply = await self._reply(request, record, answer)
+                if reply is not None:
+                    return reply
+            if request.call_id not in {r.call_id for r in await self.session.pending()}:
+                return None
 
-    def _reply(self, request: PendingRequest, record: Any, answer: str) -> types.Content | None:
+    async def _reply(
+        self, request: PendingRequest, record: PlanRecord | None, answer: str
+    ) -> types.Content | None:
+        """The reply ``answer`` gives, or None (with a message) to ask again."""
         lowered = answer.lower()
         if request.kind == "enter":
             if lowered in ("y", "yes"):
                 return PlanSession.confirm_enter(request, True)
             if lowered in ("n", "no"):
-                note = self._input("Note for the agent (optional): ") or None
-                return PlanSession.confirm_enter(request, False, note)
-        elif request.kind == "question":
-            options = request.payload.get("options") or []
-            if answer.isdigit() and 1 <= int(answer) <= len(options):
-                return PlanSession.answer(request, options[int(answer) - 1])
+                note = await self._note("Note for the agent (optional): ")
+                if note is None:
+                    return None
+                return PlanSession.confirm_enter(request, False, note or None)
+            self._warn("Please answer y or n.")
+            return None
+        if request.kind == "question":
+            options = [str(o) for o in request.payload.get("options") or []]
+            if answer.isdigit() and options:
+                number = int(answer)
+                if 1 <= number <= len(options):
+                    return PlanSession.answer(request, options[number - 1])
+                self._warn(
+                    f"There is no option {number}: choose 1 to {len(options)}, "
+                    "or type your answer in words."
+                )
+                return None
             if answer:
                 return PlanSession.answer(request, answer)
-        else:
-            if lowered in ("a", "approve"):
+            self._warn("Type an answer, or /quit to leave.")
+            return None
+        if request.kind in PERMISSIONS:  # an amendment, an edit review, a tool call
+            if lowered in ("a", "allow", "approve", "y", "yes"):
                 return PlanSession.approve(request)
-            if lowered in ("e", "edit"):
-                edited = self._edit(record.content)
-                if edited is None:
-                    self._warn("The editor failed; nothing was approved.")
-                    return None
-                if edited.strip() == record.content.strip():
-                    self.console.print("[dim]No changes; approving as shown.[/]")
-                    return PlanSession.approve(request)
-                self._diff(record.content, edited)
-                return PlanSession.approve(request, content=edited)
-            if lowered in ("r", "reject"):
-                note = self._input("What should change? ")
-                if note and note.strip():
-                    return PlanSession.reject(request, note=note.strip())
-                self._warn("A rejection needs a note for the agent.")
-                return None
-        self._warn("Please choose one of the options shown.")
+            if lowered in ("r", "refuse", "n", "no"):
+                note = await self._note("Why not? (optional, Enter to skip) ")
+                return None if note is None else PlanSession.reject(request, note=note)
+            self._warn("Please choose a or r.")
+            return None
+        if record is None:
+            self._warn("The plan to approve could not be read; try /status.")
+            return None
+        if lowered in ("a", "approve"):
+            return PlanSession.approve(request)
+        if lowered in ("e", "edit"):
+            return await self._edit(request, record)
+        if lowered in ("r", "reject"):
+            note = await self._note("What should change? ")
+            if note:
+                return PlanSession.reject(request, note=note)
+            if note is not None:
+                self._warn("A rejection needs a note for the agent; nothing was sent.")
+            return None
+        self._warn("Please choose a, e or r.")
         return None
+
+    async def _note(self, prompt: str) -> str | None:
+        """A note for the agent; a /command typed there runs (/quit leaves) and gives
+        None, so the request is asked again."""
+        note = (await self._read(prompt, decision=True)).strip()
+        if note.startswith("/"):
+            await self._command(note)
+            return None
+        return note
+
+    async def _edit(self, request: PendingRequest, record: PlanRecord) -> types.Content | None:
+        """Edit the plan in $EDITOR, show the diff, then approve / keep editing / discard.
+        Never approves the moment the editor closes; None goes back to the first choice."""
+        text = record.content
+        while True:
+            edited = await asyncio.to_thread(edit_text, text)
+            if edited.text is None:
+                self._warn(f"Editing failed: {edited.error}. Nothing was approved; choose again.")
+                return None
+            text = edited.text
+            if text.strip() == record.content.strip():
+                self._warn("The plan is unchanged; nothing was approved. Choose again.")
+                return None
+            self.console.print(
+                Panel(
+                    diff_text(record.content, text),
+                    title="Your edits",
+                    border_style="green",
+                    title_align="left",
+                )
+            )
+            while True:
+                choice = (
+                    await self._read(
+                        "Approve the edited plan? [a]pprove / [k]eep editing / [d]iscard edits: ",
+                        decision=True,
+                    )
+                ).strip()
+                lowered = choice.lower()
+                if choice.startswith("/"):
+                    await self._command(choice)
+                    if request.call_id not in {r.call_id for r in await self.session.pending()}:
+                        return None
+                elif lowered in ("a", "approve"):
+                    return PlanSession.approve(request, content=text)
+                elif lowered in ("k", "keep", "keep editing", "e", "edit"):
+                    break
+                elif lowered in ("d", "discard"):
+                    self._warn("Edits discarded; the plan is as shown.")
+                    return None
+                else:
+                    self._warn("Please choose a, k or d.")
 
     def _warn(self, message: str) -> None:
         self.console.print(Text(message, "yellow"))
-
-    def _edit(self, content: str) -> str | None:
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-        with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as handle:
-            handle.write(content)
-            path = handle.name
-        try:
-            result = subprocess.run([*shlex.split(editor), path], check=False)
-            if result.returncode != 0:
-                return None
-            return Path(path).read_text()
-        except OSError as exc:
-            self.console.print(f"[red]Could not start the editor {editor!r}: {exc}[/]")
-            return None
-        finally:
-            Path(path).unlink(missing_ok=True)
-
-    def _diff(self, old: str, new: str) -> None:
-        diff = difflib.unified_diff(
-            old.splitlines(), new.splitlines(), "shown", "edited", lineterm=""
-        )
-        lines = list(diff)[2:]
-        text = "\n".join(
-            f"[green]{line}[/]"
-            if line.startswith("+")
-            else f"[red]{line}[/]"
-            if line.startswith("-")
-            else line
-            for line in lines
-        )
-        self.console.print(
-            Panel(
-                text or "(no changes)", title="Your edits", border_style="green", title_align="left"
-            )
-        )
 
     # -- status -------------------------------------------------------------------------
 
@@ -353,6 +467,28 @@ class Chat:
         from plangate.adk.protocols import get_protocol_state
 
         return get_protocol_state(await self.session.session(), self.session.agent.name)
+
+    async def _toolbar(self) -> str:
+        """The bottom toolbar: mode, plan status, protocol (plain text, never markup)."""
+        try:
+            mode = await self.session.mode()
+            record = await self.session.record()
+            protocol = await self._protocol()
+        except Exception:  # the toolbar is a view; a read failure must not block input
+            return " plangate chat · /help"
+        parts = ["mode " + ("plan" if mode.active else "agent")]
+        if mode.pending is not None:
+            parts[0] += f" (→ {'plan' if mode.pending else 'agent'} at the next step)"
+        parts.append(
+            f"plan {record.status.value} rev {record.content_revisions}" if record else "no plan"
+        )
+        if protocol:
+            parts.append(
+                f"protocol {protocol.get('protocol')}@{protocol.get('version')}"
+                f" · {protocol.get('phase')}"
+            )
+        parts.append("Esc cancels a run · /help")
+        return " " + " │ ".join(parts)
 
     async def _status(self) -> None:
         mode = await self.session.mode()
@@ -389,23 +525,7 @@ class Chat:
                 lines.append(
                     f"last run  {protocol['run_status']} {protocol.get('run_outcome_code') or ''}"
                 )
-        self.console.print(Panel(escape("\n".join(lines)), title="Status", title_align="left"))
-
-    async def _journal(self) -> None:
-        for entry in await self.session.journal():
-            event = entry.event
-            change = (
-                f"{event.from_state or '-'} → {event.to_state or '-'}" if event.to_state else ""
-            )
-            detail = (
-                event.detail.get("tool")
-                or event.detail.get("reason")
-                or event.detail.get("note")
-                or ""
-            )
-            self.console.print(
-                f"{entry.seq:>4} {event.kind:<18} {event.actor:<8} {change:<28} rev {event.revision} {detail}"
-            )
+        self.console.print(Panel(Text("\n".join(lines)), title="Status", title_align="left"))
 
     def _header(self) -> None:
         model = describe_model(self.model)
@@ -415,91 +535,115 @@ class Chat:
                 f"workspace {escape(str(self.workspace))}\nmodel     {escape(model)}{label}\n"
                 f"session   {escape(self.session.session_id)}\n"
                 f"{escape(sandbox_summary(self.allow_network))}\n"
-                "Type a task, or /help. /plan selects Plan Mode.",
+                "Type a task, or /help. /plan selects Plan Mode. Esc cancels a run.",
                 title="plangate chat",
                 border_style="cyan",
                 title_align="left",
             )
         )
 
-    def _input(self, prompt: str) -> str | None:
-        try:
-            return self.console.input(Text(prompt, style="bold"))
-        except EOFError:
-            return None
 
+class _RunView:
+    """One run on screen: streams its events, shows the line typed meanwhile, and hands
+    typed lines over (``/plan`` and ``/plan off`` apply at the run's next step)."""
 
-class _TypedDuringRun:
-    """Lines typed while the agent runs. ``/plan`` and ``/plan off`` apply through the
-    safe path (recorded now, applied at the run's next step); anything else is set
-    aside with a note, because the prompt is not open."""
-
-    def __init__(self, chat: Chat) -> None:
+    def __init__(self, chat: Chat, status: Status) -> None:
         self.chat = chat
-        self.lines: asyncio.Queue[str] = asyncio.Queue()
-        self.buffer = b""
-        self.fd: int | None = None
-        self.worker: asyncio.Task[None] | None = None
+        self.status = status
+        self.activity = WORKING
+        self.line = ""
+        self.quitting = False
+        self.handlers: list[asyncio.Task[None]] = []
 
-    def start(self) -> None:
+    async def stream(self, message: str | types.Content) -> None:
+        chat = self.chat
+        run_config = RunConfig(streaming_mode=StreamingMode.SSE) if chat.streaming else None
+        streamed = False
         try:
-            fd = sys.stdin.fileno()
-            asyncio.get_running_loop().add_reader(fd, self._readable)
-        except (AttributeError, OSError, ValueError, NotImplementedError):
-            return  # no readable terminal (or an event loop without fd readers)
-        self.fd = fd
-        self.worker = asyncio.create_task(self._work())
+            async for event in chat.session.run(message, run_config=run_config):
+                streamed = self._show(event, streamed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a model or network failure must not lose the session
+            chat.console.print(
+                Text(f"The run failed: {failure_text(exc)[1]}", "bold red"),
+            )
+            chat.console.print(Text("The session is saved; you can retry or /quit."))
 
-    async def stop(self) -> None:
-        if self.fd is not None:
-            asyncio.get_running_loop().remove_reader(self.fd)
-            self.fd = None
-        if self.worker is not None:
-            await self.lines.join()
-            self.worker.cancel()
-            self.worker = None
+    def _show(self, event: Any, streamed: bool) -> bool:
+        console = self.chat.console
+        parts = (event.content.parts if event.content else []) or []
+        for part in parts:
+            if part.text and not getattr(part, "thought", False):
+                # Model text is never Rich markup: "[demo]" or "[a]" must print as typed.
+                if event.partial:
+                    console.print(Text(part.text), end="")
+                    streamed = True
+                elif streamed:
+                    console.print()
+                    streamed = False
+                else:
+                    console.print(Text.assemble(("● ", "bold"), part.text))
+            elif part.function_call is not None:
+                name = part.function_call.name or ""
+                render_call(console, name, dict(part.function_call.args or {}))
+                self._activity(f"running {name}… (Esc cancels)")
+            elif part.function_response is not None:
+                name = part.function_response.name or ""
+                result = dict(part.function_response.response or {})
+                render_result(console, name, result)
+                if name == "todo_write" and "todos" in result:
+                    render_todos(console, result["todos"])
+                self._activity(WORKING)
+        return streamed
 
-    def _readable(self) -> None:
-        assert self.fd is not None
-        try:
-            data = os.read(self.fd, 4096)
-        except OSError:
-            data = b""
-        if not data:
-            asyncio.get_running_loop().remove_reader(self.fd)
-            self.fd = None
-            return
-        self.buffer += data
-        while b"\n" in self.buffer:
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            self.lines.put_nowait(line.decode("utf-8", "replace").strip())
+    def _activity(self, text: str) -> None:
+        self.activity = text
+        self._redraw()
 
-    async def _work(self) -> None:
-        while True:
-            line = await self.lines.get()
-            try:
-                await self._handle(line)
-            except Exception as exc:  # a failed switch is shown, never ends the run
-                self.chat.console.print(Text(f"{type(exc).__name__}: {exc}", "red"))
-            finally:
-                self.lines.task_done()
+    def _redraw(self) -> None:
+        shown = Text(self.activity, "cyan")
+        if self.line:
+            shown.append(f"  · typed: {self.line}", "dim")
+        self.status.update(shown)
+
+    def typing(self, line: str) -> None:
+        self.line = line
+        self._redraw()
+
+    def typed_line(self, line: str) -> None:
+        self.handlers.append(asyncio.create_task(self._handle(line.strip())))
+
+    def quit(self) -> None:
+        self.quitting = True
+
+    async def settle(self) -> None:
+        """Wait for the typed lines still being applied (a mode switch in flight)."""
+        for task in self.handlers:
+            await task
 
     async def _handle(self, line: str) -> None:
         console, session = self.chat.console, self.chat.session
-        if not line:
-            return
-        if line == "/plan off":
-            console.print(Text(await session.leave_plan(), "magenta"))
-        elif line == "/plan":
-            console.print(Text(await session.select_plan(), "magenta"))
-        else:
-            console.print(
-                Text(
-                    f"(running: {line!r} was not sent; only /plan and /plan off apply while "
-                    "the agent works)",
-                    "yellow",
+        try:
+            if not line:
+                return
+            if line == "/plan off":
+                console.print(Text(await session.leave_plan(), "magenta"))
+            elif line == "/plan":
+                console.print(Text(await session.select_plan(), "magenta"))
+            elif line in ("/quit", "/exit"):
+                console.print(Text("Leaving after this turn is cancelled.", "yellow"))
+                self.quitting = True
+            else:
+                console.print(
+                    Text(
+                        f"(running: {line!r} was not sent; only /plan and /plan off apply "
+                        "while the agent works. Esc cancels the run.)",
+                        "yellow",
+                    )
                 )
-            )
+        except Exception as exc:  # a failed switch is shown, never ends the run
+            console.print(Text(f"{type(exc).__name__}: {exc}", "red"))
 
 
 class _Starter:
@@ -507,6 +651,7 @@ class _Starter:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.session_id: str | None = None
 
     async def run(self) -> int:
         args = self.args
@@ -517,17 +662,17 @@ class _Starter:
             return failed
         console = Console()
         try:
-            model = resolve_model(args.model)
+            model = resolve_model(args.model, surface="terminal")
         except ValueError as exc:
-            console.print(f"[red]{exc}[/]")
+            console.print(Text(str(exc), "red"))
             return 2
         if args.workspace:
             workspace = Path(args.workspace).expanduser().resolve()
             if not workspace.is_dir():
-                console.print(f"[red]workspace {workspace} is not a folder[/]")
+                console.print(Text(f"workspace {workspace} is not a folder", "red"))
                 return 2
         else:
-            workspace = default_workspace()
+            workspace = default_workspace(reset=not args.session)
         from plangate.data import DataCatalog, DataError
 
         catalog = DataCatalog(cache_dir=Path.cwd() / ".plangate" / "data")
@@ -539,7 +684,30 @@ class _Starter:
             return 2
         agent = build_coding_agent(workspace, model, data=catalog, allow_network=args.allow_network)
         runner = build_runner(agent, database_url=args.database_url)
-        session_id = args.session or uuid.uuid4().hex[:12]
-        session = await PlanSession.open(runner, session_id=session_id)
-        chat = Chat(console, session, workspace, model, allow_network=args.allow_network)
+        if args.session:
+            session = await PlanSession.find(runner, session_id=args.session)
+            if session is None:
+                print(
+                    f"plangate chat: no session {args.session!r} in this database "
+                    "(check the id, or leave out --session to start a new one)",
+                    file=sys.stderr,
+                )
+                return 2
+        else:
+            session = await PlanSession.open(runner, session_id=uuid.uuid4().hex[:12])
+        self.session_id = session.session_id
+        interactive = sys.stdin.isatty() and sys.stdout.isatty()
+        reader: LineReader = (
+            TtyReader(Path.cwd() / ".plangate" / "chat-history") if interactive else PipeReader()
+        )
+        chat = Chat(
+            console,
+            session,
+            workspace,
+            model,
+            reader=reader,
+            resume=resume_command(args, session.session_id),
+            resumed=bool(args.session),
+            allow_network=args.allow_network,
+        )
         return await chat.run()

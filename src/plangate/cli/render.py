@@ -7,20 +7,25 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from plangate.cli.tables import rows_table
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError
 
 __all__ = [
+    "protocol_next_step",
     "render_call",
     "render_pending",
     "render_plan",
     "render_reply_error",
     "render_result",
     "render_todos",
+    "render_transcript",
+    "result_table",
     "summarize_result",
 ]
 
@@ -105,6 +110,27 @@ def render_result(console: Console, name: str, result: dict[str, Any]) -> None:
         console.print(Text.assemble(("    ✗ ", "yellow"), (summary, "yellow")))
     else:
         console.print(Text.assemble(("    ⎿ ", "green"), (summary, "dim")))
+        table = result_table(name, result)
+        if table is not None:
+            console.print(Padding(table, (0, 0, 0, 4)))
+
+
+def result_table(name: str, result: dict[str, Any]) -> Table | None:
+    """A data result (a query, a table preview) as a table; None for other results."""
+    if name not in ("run_sql_readonly", "preview_table"):
+        return None
+    rows = result.get("rows")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        return None
+    columns = [str(c) for c in result.get("columns") or (rows[0].keys() if rows else [])]
+    if not columns:
+        return None
+    return rows_table(
+        columns,
+        rows,
+        column_types=[str(t) for t in result.get("column_types") or []],
+        truncated=bool(result.get("truncated")),
+    )
 
 
 def render_plan(console: Console, record: PlanRecord) -> None:
@@ -168,13 +194,32 @@ def render_protocol(
                 "blue",
             )
         )
-    if state.get("run_status") == "failed" and before.get("run_status") != "failed":
+    same_run = before.get("run_id") == state.get("run_id")
+    if state.get("run_status") == "failed" and not (
+        same_run and before.get("run_status") == "failed"
+    ):
+        code = str(state.get("run_outcome_code") or "PROTOCOL_RUN_FAILED")
+        message = str(state.get("run_outcome_message") or "")
+        if message.startswith(code):
+            message = message[len(code) :].lstrip(": ")
         console.print(
             Text.assemble(
                 ("  ✗ run failed: ", "bold red"),
-                (str(state.get("run_outcome_code") or ""), "red"),
+                (code, "red"),
+                (f" — {message}" if message else "", "red"),
             )
         )
+        console.print(Text(f"  → {protocol_next_step(state)}", "yellow"))
+
+
+def protocol_next_step(state: dict[str, Any]) -> str:
+    """What the user can do after protocol governance failed a run."""
+    return (
+        f"Protocol governance stopped this run under {state.get('protocol')}@"
+        f"{state.get('version')}. Type “try again” to retry: the agent can then hand the "
+        "task over to the protocol it needs (such as data-analysis). Or rephrase the "
+        "request; /status shows the protocol and the last run."
+    )
 
 
 def render_pending(
@@ -197,14 +242,11 @@ def render_pending(
             )
         )
     elif request.kind == "question":
-        lines = [str(payload.get("message"))]
+        # Model text, never markup: "[/]" or "list[str]" must show exactly as asked.
+        body = Text(str(payload.get("message")))
         for number, option in enumerate(payload.get("options") or [], start=1):
-            lines.append(f"  {number}. {option}")
-        console.print(
-            Panel(
-                "\n".join(lines), title=f"Question{of}", border_style="yellow", title_align="left"
-            )
-        )
+            body.append(f"\n  {number}. {option}")
+        console.print(Panel(body, title=f"Question{of}", border_style="yellow", title_align="left"))
     elif request.kind in ("amendment", "edit", "tool"):
         lines = [str(payload.get("message"))]
         if payload.get("scope_summary"):
@@ -236,3 +278,51 @@ def render_reply_error(console: Console, error: ReplyError) -> None:
             (f" — {error.hint}", "dim"),
         )
     )
+
+
+TRANSCRIPT_EVENTS = 60
+"""Events of a resumed session replayed on screen; older ones are counted, not shown."""
+
+
+def render_transcript(console: Console, events: list[Any]) -> None:
+    """The conversation so far, when a session is resumed: what the user said, the
+    agent's text, its tool calls and their results (human requests are asked after)."""
+    shown = [e for e in events if e.content is not None and not getattr(e, "partial", False)]
+    if not shown:
+        return
+    console.rule(Text("Transcript so far", "bold"), align="left")
+    hidden = max(0, len(shown) - TRANSCRIPT_EVENTS)
+    if hidden:
+        console.print(Text(f"({hidden} earlier events not shown)", "dim"))
+    for event in shown[hidden:]:
+        for part in event.content.parts or []:
+            if getattr(part, "thought", False):
+                continue
+            if part.text:
+                if event.author == "user":
+                    console.print(Text.assemble(("you> ", "bold"), part.text))
+                else:
+                    console.print(Text.assemble(("● ", "bold"), part.text))
+            elif part.function_call is not None:
+                render_call(
+                    console, part.function_call.name or "", dict(part.function_call.args or {})
+                )
+            elif part.function_response is not None and event.author == "user":
+                reply = dict(part.function_response.response or {})
+                console.print(Text.assemble(("you> ", "bold"), (_reply_line(reply), "dim")))
+            elif part.function_response is not None:
+                render_result(
+                    console,
+                    part.function_response.name or "",
+                    dict(part.function_response.response or {}),
+                )
+    console.rule(style="dim")
+
+
+def _reply_line(reply: dict[str, Any]) -> str:
+    """A human reply in the transcript: the decision, and the answer or note."""
+    status = str(reply.get("status") or "replied")
+    if reply.get("answer") is not None:
+        return f"(answered) {reply['answer']}"
+    note = reply.get("reviewer_note")
+    return f"({status})" + (f" {note}" if note else "")

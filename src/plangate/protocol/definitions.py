@@ -12,8 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from plangate.protocol.actions import (
     EVIDENCE_BIND_ACTION,
@@ -27,6 +26,7 @@ from plangate.protocol.actions import (
     is_data_action,
     tool_for_action,
 )
+from plangate.protocol.wire_model import WireModel
 
 __all__ = [
     "ACTION_BUDGET_EXHAUSTED",
@@ -87,13 +87,7 @@ class ProtocolError(Exception):
         self.code = message.split(":", 1)[0]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
-    )
-
-
-class ProtocolRef(_Model):
+class ProtocolRef(WireModel):
     id: str = Field(min_length=1)
     version: int = Field(ge=1)
 
@@ -112,7 +106,7 @@ class ProtocolRef(_Model):
 # --------------------------------------------------------------------------- definitions
 
 
-class Transition(_Model):
+class Transition(WireModel):
     """Move to ``to`` when every fact in ``requires`` holds and none in ``requires_missing``.
 
     Fact-driven transitions are followed to a fixpoint after each successful action;
@@ -125,21 +119,21 @@ class Transition(_Model):
     after_any_action: bool = False
 
 
-class Phase(_Model):
+class Phase(WireModel):
     name: str
     actions: tuple[str, ...]
     """Protocol-specific actions allowed here; the caller's common actions are added."""
     transitions: tuple[Transition, ...] = ()
 
 
-class ActionEffect(_Model):
+class ActionEffect(WireModel):
     """The domain facts a successful action establishes and those it invalidates."""
 
     sets: frozenset[str] = frozenset()
     clears: frozenset[str] = frozenset()
 
 
-class CompletionStep(_Model):
+class CompletionStep(WireModel):
     """One rung of the completion ladder: a fact that must hold, and how to obtain it."""
 
     fact: str
@@ -147,7 +141,7 @@ class CompletionStep(_Model):
     recovery_actions: tuple[str, ...]
 
 
-class ProtocolDefinition(_Model):
+class ProtocolDefinition(WireModel):
     ref: ProtocolRef
     initial_phase: str
     phases: tuple[Phase, ...]
@@ -337,7 +331,7 @@ RequirementStatus = Literal["pending", "satisfied", "unmet"]
 SegmentStatus = Literal["active", "waiting", "handed_off", "aborted", "completed", "failed"]
 
 
-class DomainState(_Model):
+class DomainState(WireModel):
     facts: frozenset[str] = frozenset()
     requirements: Mapping[str, RequirementStatus] = Field(default_factory=dict)
     """Analysis requirements by id; extracted at segment start, reported by the agent."""
@@ -347,14 +341,14 @@ class DomainState(_Model):
         return tuple(rid for rid, status in self.requirements.items() if status == "pending")
 
 
-class LedgerEntry(_Model):
+class LedgerEntry(WireModel):
     action: str
     tool: str | None = None
     status: Literal["succeeded", "rejected"]
     reason_code: str | None = None
 
 
-class ProtocolState(_Model):
+class ProtocolState(WireModel):
     """One protocol segment of a run: which protocol, where in it, and what it did."""
 
     protocol: ProtocolRef
@@ -409,12 +403,12 @@ def _definition(
 # --------------------------------------------------------------------------- authorization
 
 
-class Allowed(_Model):
+class Allowed(WireModel):
     allowed: Literal[True] = True
     action: str
 
 
-class Rejected(_Model):
+class Rejected(WireModel):
     allowed: Literal[False] = False
     action: str
     code: str
@@ -547,7 +541,7 @@ def authorize_action(
 # --------------------------------------------------------------------------- recording
 
 
-class ActionOutcome(_Model):
+class ActionOutcome(WireModel):
     status: Literal["succeeded", "rejected"] = "succeeded"
     reason_code: str | None = None
     requirements: Mapping[str, RequirementStatus] = Field(default_factory=dict)
@@ -632,7 +626,7 @@ def record_action(
 # --------------------------------------------------------------------------- completion
 
 
-class CompletionDecision(_Model):
+class CompletionDecision(WireModel):
     status: Literal["completed", "degraded", "partial", "continue", "failed"]
     reason_codes: tuple[str, ...] = ()
     allowed_actions: tuple[str, ...] = ()

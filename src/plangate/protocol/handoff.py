@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from plangate.protocol.actions import HANDOFF_ACTION, HANDOFF_TOOL, is_data_action
 from plangate.protocol.definitions import (
@@ -31,6 +30,7 @@ from plangate.protocol.intent import (
     TaskRelation,
 )
 from plangate.protocol.text_budget import truncate_text
+from plangate.protocol.wire_model import WireModel
 
 __all__ = [
     "HandoffDecision",
@@ -42,13 +42,7 @@ __all__ = [
 TransitionKind = Literal["handoff", "route-correction"]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
-    )
-
-
-class ProtocolEvent(_Model):
+class ProtocolEvent(WireModel):
     """A journal event to append; the store adds scope, sequence number and time."""
 
     kind: str
@@ -58,7 +52,7 @@ class ProtocolEvent(_Model):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
-class HandoffDecision(_Model):
+class HandoffDecision(WireModel):
     accepted: bool
     reason_code: str | None = None
     transition_kind: TransitionKind | None = None

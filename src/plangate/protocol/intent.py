@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from plangate.protocol.definitions import ProtocolRef
 from plangate.protocol.text_budget import truncate_text
+from plangate.protocol.wire_model import WireModel
 
 if TYPE_CHECKING:
     from plangate.protocol.router import RouteDecision
@@ -38,13 +38,7 @@ _REFINEMENT_OPEN = f"\n({REFINEMENT_LABEL}: "
 _ELLIPSIS = "…"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
-    )
-
-
-class SessionIntent(_Model):
+class SessionIntent(WireModel):
     """The active revision of a session's task."""
 
     intent_id: str
@@ -53,7 +47,7 @@ class SessionIntent(_Model):
     text: str
 
 
-class IntentTransition(_Model):
+class IntentTransition(WireModel):
     """A new intent revision to write; ``intent_id=None`` starts a new task identity."""
 
     kind: IntentChangeKind

@@ -12,9 +12,6 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
-
 from plangate.protocol.classifier import (
     Classification,
     ClassificationInput,
@@ -33,6 +30,7 @@ from plangate.protocol.definitions import (
 )
 from plangate.protocol.intent import SessionIntent, TaskRelation
 from plangate.protocol.text_budget import code_point_length
+from plangate.protocol.wire_model import WireModel
 
 __all__ = [
     "CLASSIFIER_CONFIDENCE_THRESHOLD",
@@ -61,13 +59,7 @@ class ProtocolRoutingError(ProtocolError):
     """No protocol can run this message; the host journals ``protocol.route.failed``."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
-    )
-
-
-class RouteDecision(_Model):
+class RouteDecision(WireModel):
     protocol: ProtocolRef
     source: RouteSource
     reason_codes: tuple[str, ...]
@@ -141,7 +133,7 @@ def analytic_intent(text: str) -> bool:
 # --------------------------------------------------------------------------- rules
 
 
-class RouteCandidate(_Model):
+class RouteCandidate(WireModel):
     protocol: ProtocolRef
     priority: int
     reason_code: str

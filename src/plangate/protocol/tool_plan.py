@@ -11,9 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
-
 from plangate.protocol.actions import (
     HANDOFF_TOOL,
     REQUIREMENTS_COMMIT_TOOL,
@@ -30,6 +27,7 @@ from plangate.protocol.definitions import (
     allowed_actions,
     protocols_allowing,
 )
+from plangate.protocol.wire_model import WireModel
 
 __all__ = [
     "PROTOCOL_TOOL_NAMES",
@@ -47,25 +45,19 @@ SKILL_META_TOOLS = frozenset({"skill", "skill_search", "skill_read"})
 PROTOCOL_TOOL_NAMES = (REQUIREMENTS_COMMIT_TOOL, HANDOFF_TOOL)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
-    )
-
-
-class SkillPolicy(_Model):
+class SkillPolicy(WireModel):
     allowed_tools: frozenset[str] | None = None
     """``None`` leaves the set open; a set narrows it to these tools."""
     denied_tools: frozenset[str] = frozenset()
 
 
-class HandoffRecovery(_Model):
+class HandoffRecovery(WireModel):
     action: Literal["protocol-handoff"] = "protocol-handoff"
     target_protocol_id: str
     target_protocol_version: int
 
 
-class ToolPlanEntry(_Model):
+class ToolPlanEntry(WireModel):
     name: str
     source: str
     """The group that supplied the tool, ``mcp``, or ``protocol`` for runtime tools."""
@@ -77,7 +69,7 @@ class ToolPlanEntry(_Model):
     reasons: tuple[str, ...]
 
 
-class ToolPlan(_Model):
+class ToolPlan(WireModel):
     entries: tuple[ToolPlanEntry, ...]
 
     def entry(self, name: str) -> ToolPlanEntry:
