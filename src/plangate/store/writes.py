@@ -34,6 +34,7 @@ from plangate.store.schema import journal
 from plangate.store.store import Conflict
 
 if TYPE_CHECKING:
+    from plangate.store.file_guard import FileIdentity
     from plangate.store.store import Store, Transaction
 
 __all__ = ["Put", "SqliteWriter", "commit"]
@@ -72,7 +73,9 @@ _INSERT_JOURNAL = (
 class SqliteWriter:
     """A ``sqlite3`` connection that commits whole transactions in a worker thread."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, identity: FileIdentity | None = None) -> None:
+        self._identity = identity
+        """The file opened at start; a commit to a deleted or replaced file is refused."""
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA busy_timeout=30000")
         self._conn.execute("PRAGMA synchronous=FULL")
@@ -93,6 +96,8 @@ class SqliteWriter:
         self, documents: list[tuple[str, str, str, int | None]], rows: list[tuple[Any, ...]]
     ) -> list[int]:
         conn = self._conn
+        if self._identity is not None:
+            self._identity.check()  # before BEGIN: nothing is written to a vanished file
         conn.execute("BEGIN IMMEDIATE")
         try:
             versions = [_put(conn, *document) for document in documents]
