@@ -14,7 +14,9 @@ from google.genai import types
 
 from plangate.adk.plugin import PlanPlugin
 from plangate.adk.setup import plan_runtime
-from plangate.store.urls import resolve_database_url
+from plangate.store.file_guard import guard_sqlite_file
+from plangate.store.storable import keep_text_storable, storable_json
+from plangate.store.urls import ensure_sqlite_folder, resolve_database_url
 
 __all__ = ["build_app", "build_runner", "function_reply"]
 
@@ -45,7 +47,12 @@ def build_runner(
         runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
         if runtime is not None and runtime.options.database_url is None:
             runtime.database_url = url
-    session_service = DatabaseSessionService(db_url=url)
+    ensure_sqlite_folder(url)
+    # Text PostgreSQL refuses (NUL) is cleaned the same way as in plangate's store.
+    session_service = DatabaseSessionService(db_url=url, json_serializer=storable_json)
+    keep_text_storable(session_service.db_engine)
+    # ADK's own engine writes the sessions: it too must fail if the file is replaced.
+    guard_sqlite_file(session_service.db_engine, url)
     return Runner(app=build_app(agent, app_name), session_service=session_service)
 
 

@@ -39,15 +39,19 @@ def run_acp(args: argparse.Namespace) -> int:
     import logging
 
     from plangate.acp import PlangateAgent, run_stdio
+    from plangate.cli.database import check_database
     from plangate.models.config import resolve_model
     from plangate.store.urls import resolve_database_url
 
     try:
-        model = resolve_model(args.model)
+        model = resolve_model(args.model, surface="editor")
         database_url = resolve_database_url(args.database_url)
     except ValueError as exc:
         print(f"plangate acp: {exc}", file=sys.stderr)
         return 2
+    failed = check_database("acp", database_url)
+    if failed is not None:
+        return failed
     workspace = None
     if args.workspace:
         workspace = Path(args.workspace).expanduser().resolve()

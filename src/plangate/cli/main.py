@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     from plangate.cli.doctor import add_doctor_parser
 
     add_doctor_parser(subparsers)
+    from plangate.cli.db import add_db_parser
+
+    add_db_parser(subparsers)
     from plangate.cli.journal_command import add_journal_parser
 
     add_journal_parser(subparsers)

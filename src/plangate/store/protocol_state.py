@@ -39,7 +39,9 @@ __all__ = [
 SEGMENT_KIND = "protocol_segment"
 RUN_KIND = "protocol_run"
 
-RunStatus = Literal["running", "completed", "degraded", "partial", "failed"]
+RunStatus = Literal["running", "completed", "degraded", "partial", "failed", "interrupted"]
+"""``interrupted``: the process executing the run died (its lease expired); a new run
+on the thread continues from what was stored."""
 T = TypeVar("T")
 Within = Callable[[Transaction], Awaitable[Any]]
 """Extra writes (intent revision, binding) that must share the transaction."""
@@ -201,8 +203,7 @@ class ProtocolStateStore:
                     _dump(record),
                     expected_version=expected,
                 )
-            for event in events:
-                await tx.append(scope_key, event)
+            await tx.append_all(scope_key, events)
             if within is not None:
                 await within(tx)
 

@@ -49,6 +49,7 @@ from google.adk.agents.run_config import RunConfig, StreamingMode
 from google.adk.events import Event
 from google.genai import types
 
+from plangate.adk.database import failure_text
 from plangate.adk.protocols import protocol_runtime
 from plangate.adk.replies import replies_in
 from plangate.adk.runner import function_reply
@@ -62,6 +63,7 @@ __all__ = [
     "PreparedRun",
     "StateKeys",
     "interrupt_for",
+    "lease_lost_event",
     "prepare_run",
     "protocol_failure",
     "reply_id",
@@ -713,9 +715,8 @@ async def run_events(
         failure = protocol_failure(protocol_before, _protocol_view(mirror.state, keys))
         pending = await session.pending()
     except Exception as exc:  # the run must end with a terminal event, never a broken stream
-        yield RunErrorEvent(
-            message=f"{type(exc).__name__}: {exc}", code=AGENT_ERROR, timestamp=_now_ms()
-        )
+        code, message = failure_text(exc)
+        yield RunErrorEvent(message=message, code=code or AGENT_ERROR, timestamp=_now_ms())
         return
     if failure is not None:
         # AG-UI: a run that failed must not be reported as a success.
@@ -794,6 +795,15 @@ def _protocol_view(state: dict[str, Any], keys: StateKeys) -> dict[str, Any]:
         except ValueError:
             return {}
     return value if isinstance(value, dict) else {}
+
+
+def lease_lost_event() -> RunErrorEvent:
+    return RunErrorEvent(
+        message="this server lost the thread (its lease could not be renewed in time) and "
+        "stopped the run; what was stored is kept -- send the message again to continue",
+        code="RUN_LEASE_LOST",
+        timestamp=_now_ms(),
+    )
 
 
 def protocol_failure(before: dict[str, Any], after: dict[str, Any]) -> RunErrorEvent | None:

@@ -38,6 +38,7 @@ from ag_ui.encoder import EventEncoder
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -46,12 +47,28 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from plangate.adk.database import (
+    DatabaseError,
+    DatabaseErrorCode,
+    database_error,
+    database_health,
+)
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
-from plangate.web.agui import BadRunInput, StateKeys, prepare_run, run_events, stopped_event
+from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
+from plangate.web.agui import (
+    BadRunInput,
+    StateKeys,
+    lease_lost_event,
+    prepare_run,
+    run_events,
+    stopped_event,
+)
 from plangate.web.threads import journal_json, thread_journal, thread_json, thread_list
 
 __all__ = ["LOOPBACK_HOSTS", "create_app", "is_loopback", "serve"]
+
+logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
@@ -171,6 +188,8 @@ class WebState:
         """Threads with a run in progress (None while the run is being prepared)."""
         self.stopping: set[str] = set()
         """Threads whose run the user stopped (the run journals it as it ends)."""
+        self.threads = ThreadRuns(runner, user_id)
+        """Threads with a run in progress across every process on the database (leases)."""
 
     def plan_session(self, thread_id: str) -> PlanSession:
         return PlanSession(self.runner, user_id=self.user_id, session_id=thread_id)
@@ -196,7 +215,30 @@ async def index(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    return JSONResponse({"ok": True})
+    """Liveness and the database: 503 with the problem's code when it does not answer
+    (a load balancer stops sending runs here; the page says why)."""
+    try:
+        await database_health(_web(request).runner)
+    except DatabaseError as exc:
+        return JSONResponse(
+            {
+                "ok": False,
+                "database": "unavailable",
+                "code": exc.code.value,
+                "error": exc.line(),
+            },
+            status_code=503,
+            headers={"Cache-Control": "no-store"},
+        )
+    return JSONResponse({"ok": True, "database": "ok"}, headers={"Cache-Control": "no-store"})
+
+
+async def database_failed(request: Request, exc: Exception) -> Response:
+    """A request the database could not serve: its code and a plain line, never the
+    statement or the driver's text."""
+    error = database_error(exc)
+    status = 422 if error.code is DatabaseErrorCode.TEXT_NOT_STORABLE else 503
+    return _error(status, error.code.value, error.line())
 
 
 async def info(request: Request) -> Response:
@@ -265,16 +307,29 @@ async def agent(request: Request) -> Response:
         )
     web.runs[thread_id] = None  # reserved before any await: no second run can slip in
     try:
+        # Other processes on the same database: the thread's lease decides.
+        lease = await web.threads.start(thread_id, run_input.run_id)
+    except LeaseHeld:
+        web.runs.pop(thread_id, None)
+        return _error(
+            409,
+            "RUN_IN_PROGRESS",
+            f"thread {thread_id!r} already has a run in progress on another server; wait for it",
+        )
+    except BaseException:
+        web.runs.pop(thread_id, None)
+        raise
+    try:
         session = web.plan_session(thread_id)
         existed = await web.exists(thread_id)
         prepared = await prepare_run(session, run_input, new_thread=not existed)
         if not existed and prepared.stale is None and not prepared.replies:
             await PlanSession.open(web.runner, user_id=web.user_id, session_id=thread_id)
     except BadRunInput as exc:
-        web.runs.pop(thread_id, None)
+        await _end_run(web, thread_id, lease)
         return _error(exc.status, "BAD_INPUT", exc.message)
     except BaseException:
-        web.runs.pop(thread_id, None)
+        await _end_run(web, thread_id, lease)
         raise
 
     encoder = EventEncoder(accept=request.headers.get("accept"))
@@ -283,21 +338,40 @@ async def agent(request: Request) -> Response:
     async def produce() -> None:
         # The run belongs to the thread, not to the connection: a reload or a dropped
         # connection does not cut an agent off in the middle of a tool call.
+        current = asyncio.current_task()
+        assert current is not None
+        lost: list[bool] = []
+
+        def stop_lost_run() -> None:
+            lost.append(True)
+            current.cancel()
+
         try:
+            await web.threads.keep(lease, stop_lost_run)
             async for event in run_events(
                 session, prepared, thread_id=thread_id, run_id=run_input.run_id
             ):
                 queue.put_nowait(encoder.encode(event))
         except asyncio.CancelledError:
-            if thread_id not in web.stopping:
+            if lost:
+                # The lease could not be renewed in time (the database was away for the
+                # whole lease) and another server took the thread: stop rather than run
+                # twice, and say so.
+                queue.put_nowait(encoder.encode(lease_lost_event()))
+            elif thread_id in web.stopping:
+                # The user pressed Stop: end the stream with a terminal event, journal it.
+                queue.put_nowait(encoder.encode(stopped_event()))
+                await session.note_stopped(surface="web")
+            else:
                 raise  # the server is shutting down
-            # The user pressed Stop: end the stream with a terminal event, and journal it.
-            queue.put_nowait(encoder.encode(stopped_event()))
-            await session.note_stopped(surface="web")
         finally:
             web.stopping.discard(thread_id)
-            queue.put_nowait(None)
-            web.runs.pop(thread_id, None)
+            # Free the thread before the stream ends: a client that sends its next run
+            # right after the last event must not be refused.
+            try:
+                await _end_run(web, thread_id, lease)
+            finally:
+                queue.put_nowait(None)
 
     web.runs[thread_id] = asyncio.create_task(produce(), name=f"plangate-run-{thread_id}")
 
@@ -310,6 +384,16 @@ async def agent(request: Request) -> Response:
         media_type=encoder.get_content_type(),
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+async def _end_run(web: WebState, thread_id: str, lease: Lease) -> None:
+    """Free the thread here and for the other processes (an unreleased lease would only
+    delay the next run until it expires)."""
+    web.runs.pop(thread_id, None)
+    try:
+        await web.threads.finish(lease)
+    except Exception:
+        logger.warning("could not release the lease of thread %s", thread_id, exc_info=True)
 
 
 async def _thread_or_404(request: Request) -> tuple[WebState, str] | Response:
@@ -327,7 +411,8 @@ async def thread(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     web, thread_id = found
-    data = await thread_json(web.plan_session(thread_id), running=thread_id in web.runs)
+    running = thread_id in web.runs or await web.threads.running_elsewhere(thread_id)
+    data = await thread_json(web.plan_session(thread_id), running=running)
     return JSONResponse(data, headers={"Cache-Control": "no-store"})
 
 
@@ -428,6 +513,19 @@ async def _json_body(request: Request, limit: int) -> dict[str, Any]:
     return data
 
 
+async def _sweep_forever(web: WebState) -> None:
+    """Mark the runs of dead servers interrupted, every half lease time."""
+    while True:
+        try:
+            marked = await web.threads.sweep()
+            if marked:
+                logger.warning("marked %d run(s) of a stopped server interrupted", len(marked))
+            interval = (await web.threads.leases()).ttl / 2
+        except Exception:  # the database is away: /health says so; try again later
+            interval = 5.0
+        await asyncio.sleep(interval)
+
+
 def create_app(
     *,
     runner: Runner,
@@ -462,7 +560,10 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.create_task(_sweep_forever(web), name="plangate-lease-sweep")
         yield
+        sweeper.cancel()
+        web.threads.close()
         tasks = [t for t in web.runs.values() if t is not None]
         for task in tasks:
             task.cancel()
@@ -483,6 +584,7 @@ def create_app(
             Mount("/static", StaticFiles(directory=_static_dir()), name="static"),
         ],
         lifespan=lifespan,
+        exception_handlers={DatabaseError: database_failed, SQLAlchemyError: database_failed},
     )
     app.state.web = web
     app.add_middleware(Guard, require_token=require_token, token=token, allowed_hosts=allowed_hosts)
@@ -547,7 +649,7 @@ def serve(
         root = Path(workspace).expanduser().resolve()
         if not root.is_dir():
             raise ValueError(f"workspace {workspace} is not a directory")
-    model = resolve_model(model_spec)
+    model = resolve_model(model_spec, surface="web")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
         agent = build_coding_agent(root, model, data=catalog, allow_network=allow_network)

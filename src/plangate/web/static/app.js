@@ -564,7 +564,7 @@
     $("mode-note").textContent = note;
   }
 
-  const RUN_TEXT = { running: "running", completed: "completed", failed: "failed", degraded: "degraded", partial: "partial" };
+  const RUN_TEXT = { running: "running", completed: "completed", failed: "failed", degraded: "degraded", partial: "partial", interrupted: "interrupted" };
 
   function words(text) {
     return String(text || "").replace(/_/g, " ");
