@@ -10,6 +10,7 @@ from typing import Any
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
+from plangate.adk import telemetry
 from plangate.adk.capability import ask_for_call, check_capability, read_only_hint
 from plangate.adk.history import PlanHistory
 from plangate.adk.replies import apply_replies
@@ -39,6 +40,7 @@ _MAX_ATTEMPTS = 5
 
 
 def make_gate(runtime: PlanRuntime) -> Any:
+    @telemetry.traced_gate
     async def plangate_gate(
         tool: Any, args: dict[str, Any], tool_context: Any
     ) -> dict[str, Any] | None:
@@ -56,6 +58,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
             effect = rules.effect_of(tool.name)
         if verdict is not None:
             await _journal_verdict(runtime, scope, record, tool, tool_context, verdict)
+            telemetry.gate_decided(tool.name, verdict, record, planning)
             if verdict.decision is Decision.DENY:  # deny first: nothing outranks it
                 return {"error": f"POLICY_DENIED: tool '{tool.name}' is denied: {verdict.reason}."}
         # The profile of any process this call starts follows the plan state read just now,
@@ -87,6 +90,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
                 selection_active=_selection_active(runtime, tool_context),
             )
         if decision.allowed:
+            telemetry.gate_decided(tool.name, decision, record, planning)
             if verdict is not None and verdict.decision is Decision.ASK:
                 asked = await ask_for_call(runtime, loaded, tool, tool_context, verdict.reason)
                 if asked is not None:
@@ -94,6 +98,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
             if record is None or not record.governs_writes():
                 return None  # no approved plan whose scope holds the call (the usual case)
             return await check_capability(runtime, loaded, tool, args or {}, tool_context)
+        telemetry.gate_decided(tool.name, decision, record, planning)
         await runtime.journal(
             scope,
             JournalEvent(

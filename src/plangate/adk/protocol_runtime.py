@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from plangate.adk import telemetry
 from plangate.adk.scope import PlanScope, scope_of
 from plangate.journal.events import JournalEvent
 from plangate.protocol.actions import (
@@ -52,7 +53,12 @@ from plangate.protocol.tool_plan import (
     render_tool_plan_for_instructions,
     resolve_availability,
 )
-from plangate.store.intents import IntentRepository, IntentRevision, IntentRevisionConflict
+from plangate.store.intents import (
+    IntentRepository,
+    IntentRevision,
+    IntentRevisionConflict,
+    RunBinding,
+)
 from plangate.store.protocol_state import (
     HandoffRecord,
     ProtocolStateStore,
@@ -369,6 +375,7 @@ class ProtocolRuntime:
             return StartResult(await self.mirror(scope, run_id))
         return StartResult({}, failure)
 
+    @telemetry.traced(telemetry.ROUTE_SPAN)
     async def _route_and_commit(
         self, context: Any, scope: PlanScope, run_id: str, user_input: str, attempt: int
     ) -> None:
@@ -425,17 +432,23 @@ class ProtocolRuntime:
             ),
         ]
 
+        bound: list[RunBinding] = []
+
         async def bind_intent(tx: Transaction) -> None:
-            await IntentRepository(tx.connection).commit_for_run(
-                scope.session_key,
-                run_id,
-                expected_base_id=base.id if base else None,
-                expected_head=head,
-                transition=transition,
-                task_relation=decision.task_relation,
+            bound.append(
+                await IntentRepository(tx.connection).commit_for_run(
+                    scope.session_key,
+                    run_id,
+                    expected_base_id=base.id if base else None,
+                    expected_head=head,
+                    transition=transition,
+                    task_relation=decision.task_relation,
+                )
             )
 
         await states.create(scope.key, record, segment, events, within=bind_intent)
+        telemetry.routed(decision, bound[0] if bound else None, transition)
+        telemetry.journaled(scope.key, events=events)
 
     def _explicit_selection(self, context: Any) -> ProtocolRef | None:
         key = self.options.selection_state_key
@@ -541,6 +554,7 @@ class ProtocolRuntime:
             view.segment.value.segment_id,
             lambda s: (record_action(s, rejected.action, rejected, tool=tool), [event]),
         )
+        telemetry.journaled(view.scope.key, events=(event,))
 
     @staticmethod
     def _refusal(rejected: Rejected, tool: str) -> dict[str, Any]:
@@ -765,6 +779,7 @@ class ProtocolRuntime:
                 **self._observation(segment_v.value),
             }
         tool_context.state[self.state_key] = await self.mirror(scope, run.run_id)
+        telemetry.journaled(scope.key, events=events)
         return {
             "status": "accepted",
             "transition_kind": decision.transition_kind,

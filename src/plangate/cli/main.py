@@ -49,7 +49,22 @@ def main(argv: list[str] | None = None) -> int:
     quiet_experimental_adk_warnings()
     logging.getLogger("google_adk").setLevel(logging.ERROR)
     args = build_parser().parse_args(argv)
+    if args.command in _RUNS_AGENTS:
+        _configure_telemetry()
     return int(args.func(args) or 0)
+
+
+_RUNS_AGENTS = frozenset({"chat", "serve", "acp"})
+
+
+def _configure_telemetry() -> None:
+    """Spans go where the standard ``OTEL_EXPORTER_OTLP_*`` variables point; nothing is set
+    up (and nothing costs) without them."""
+    from plangate.adk.telemetry import configure_from_env
+
+    problem = configure_from_env()
+    if problem is not None:
+        print(f"plangate: {problem}", file=sys.stderr)
 
 
 if __name__ == "__main__":
