@@ -132,6 +132,7 @@ class ErrorCode(StrEnum):
     PROTOCOL_HANDOFF_UNRESOLVED_STRICT_GOALS = "PROTOCOL_HANDOFF_UNRESOLVED_STRICT_GOALS"
     """Strict goals of the source are open; the handoff would drop them."""
     SESSION_INTENT_REVISION_CONFLICT = "SESSION_INTENT_REVISION_CONFLICT"  # intent moved on
+    PROTOCOL_STATE_CONFLICT = "PROTOCOL_STATE_CONFLICT"  # another run wrote the state first
 
     # -- protocols: routing, definitions and run outcomes (the run fails) ---------------
     PROTOCOL_NOT_REGISTERED = "PROTOCOL_NOT_REGISTERED"  # no definition for the reference
