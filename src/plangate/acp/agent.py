@@ -557,13 +557,8 @@ class PlangateAgent:
         state = await live.session.plan_state()
         waiting = []
         for call_id, name in replied:
-            resolution = state.resolutions.get(call_id)
-            ignored = state.ignored.get(call_id)
-            if resolution is not None:
-                result = resolution.result
-            elif ignored is not None:
-                result = {"error": f"HITL_REPLY_IGNORED: {ignored.reason}"}
-            else:
+            result = state.reply_result(call_id)
+            if result is None:
                 waiting.append((call_id, name))
                 continue
             await self._send(live, mapping.resolution_update(call_id, name, result))

@@ -823,13 +823,8 @@ async def _reply_results(
     out: list[BaseEvent] = []
     waiting: list[str] = []
     for call_id in call_ids:
-        resolution = state.resolutions.get(call_id)
-        ignored = state.ignored.get(call_id)
-        if resolution is not None:
-            content = resolution.result
-        elif ignored is not None:
-            content = {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {ignored.reason}"}
-        else:
+        content = state.reply_result(call_id)
+        if content is None:
             waiting.append(call_id)
             continue
         out.append(
