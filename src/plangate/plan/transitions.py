@@ -798,7 +798,8 @@ def _resolve_exit(
         updated.status = PlanStatus.APPROVED
         updated.reviewer_note = note
         updated.suggested_content = None
-        edited_note = " with the reviewer's edits" if updated.sha256 != record.sha256 else ""
+        edited = updated.sha256 != record.sha256
+        edited_note = " with the reviewer's edits" if edited else ""
         message = (
             f"The user approved the plan (revision {updated.content_revisions}){edited_note}. "
             "Write tools are unlocked: implement the approved plan now."
@@ -810,7 +811,7 @@ def _resolve_exit(
         if note:
             message += f" Reviewer note: {note}"
         steps = plan_steps(updated.content)
-        result: dict[str, Any] = {"status": "approved", "message": message}
+        result: dict[str, Any] = {"status": "approved", "message": message, "edited": edited}
         if steps:
             result["message"] += " Track the steps with todo_write."
             result["suggested_todos"] = [{"content": s, "status": "pending"} for s in steps]

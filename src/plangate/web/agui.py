@@ -54,6 +54,7 @@ from plangate.adk.replies import replies_in
 from plangate.adk.runner import function_reply
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
+from plangate.errors import ErrorCode
 from plangate.plan.record import PendingRequest
 from plangate.plan.replies import ReplyError
 
@@ -70,10 +71,10 @@ __all__ = [
     "stopped_event",
 ]
 
-STALE_RESUME = "STALE_RESUME"
-AGENT_ERROR = "AGENT_ERROR"
-PROTOCOL_RUN_FAILED = "PROTOCOL_RUN_FAILED"
-RUN_STOPPED = "RUN_STOPPED"
+STALE_RESUME = ErrorCode.STALE_RESUME
+AGENT_ERROR = ErrorCode.AGENT_ERROR
+PROTOCOL_RUN_FAILED = ErrorCode.PROTOCOL_RUN_FAILED
+RUN_STOPPED = ErrorCode.RUN_STOPPED
 
 REASONS = {
     "enter": "plan_entry",
