@@ -243,9 +243,10 @@ def _start(
 def _result(call_id: str, name: str, result: dict[str, Any]) -> ToolCallProgress:
     if result.get("error"):
         outcome = describe_result(name, result)
-        text = outcome.text
+        code = f" ({outcome.code.value})" if outcome.code is not None else ""
+        text = f"{outcome.text}{code}"
         if outcome.refused_by:
-            text = f"Refused by the {outcome.refused_by}: {text}"
+            text = f"Refused by the {outcome.refused_by}{code}: {outcome.text}"
         if outcome.hint:
             text += f"\n\nWhat to do: {outcome.hint}"
         return update_tool_call(
