@@ -479,7 +479,9 @@ class ProtocolRuntime:
         states = await self.states()
         segment = await states.segment(scope.key, record.active_segment_id)
         if segment is None:
-            return StartResult({}, f"PROTOCOL_SEGMENT_MISSING:{record.active_segment_id}")
+            return StartResult(
+                {}, f"{ErrorCode.PROTOCOL_SEGMENT_MISSING.value}:{record.active_segment_id}"
+            )
         try:
             decision = await route_protocol(
                 "",
