@@ -4,14 +4,16 @@ spawned over stdio, running the plangate this test process imported."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
@@ -22,6 +24,8 @@ from acp.schema import (
     CurrentModeUpdate,
     DeclineElicitationResponse,
     DeniedOutcome,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
     PermissionOption,
     RequestPermissionResponse,
     ToolCallProgress,
@@ -36,9 +40,19 @@ from plangate.agent.coding_agent import build_coding_agent
 from plangate.models.demo import DemoModel
 
 FIXED = "        if quantity > on_hand:\n"
+FORMS = ClientCapabilities(elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()))
+"""An editor that shows forms (free-text answers come through elicitation)."""
 CANCEL = "<cancel>"
 DECLINE = "<decline>"
 TESTS = Path(__file__).parent
+
+
+@pytest.fixture
+def sqlite_database_url(tmp_path: Path) -> str:
+    """The store of an ACP test: SQLite only (each test spawns an agent process; the
+    PostgreSQL store is covered by the host tests). A test module takes it as its
+    ``database_url`` with ``database_url = sqlite_database_url``."""
+    return f"sqlite:///{tmp_path / 'plangate.db'}"
 
 
 class EditorClient:
@@ -46,10 +60,14 @@ class EditorClient:
     from a script: an option name, or CANCEL (the user stops the turn). With ``cancel_at``
     set, it stops the turn as soon as a tool call with that title starts. ``before_answer``
     runs before each permission answer (the user editing a file, say). Elicitations are
-    answered from ``elicited_answers``: a dict of field values, or DECLINE."""
+    answered from ``elicited_answers``: a dict of field values, or DECLINE. ``during``
+    runs a coroutine in the background as soon as a tool call with that title starts (the
+    user acting while the tool runs); ``during_task`` is its task."""
 
     def __init__(self) -> None:
         self.cancel_at: str | None = None
+        self.during: tuple[str, Callable[[], Awaitable[Any]]] | None = None
+        self.during_task: asyncio.Task[Any] | None = None
         self.updates: list[Any] = []
         self.permissions: list[tuple[ToolCallUpdate, list[PermissionOption], int]] = []
         self.answers: deque[str] = deque()
@@ -89,6 +107,9 @@ class EditorClient:
         if self.cancel_at and started.startswith(self.cancel_at):
             self.cancel_at = None
             await self.conn.cancel(session_id=session_id)
+        if self.during is not None and started.startswith(self.during[0]):
+            action, self.during = self.during[1], None
+            self.during_task = asyncio.get_running_loop().create_task(action())
 
     async def write_text_file(self, **_: Any) -> None:
         raise RequestError.method_not_found("fs/write_text_file")
@@ -212,6 +233,20 @@ async def new_session(
     return response
 
 
+async def planning_session(client: EditorClient, conn: Any, cwd: Path) -> None:
+    """A new session with Plan Mode selected, as an editor's mode picker does."""
+    await new_session(client, conn, cwd)
+    await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+
+
 def open_session(workspace: Path, database_url: str, session_id: str) -> Any:
     agent = build_coding_agent(workspace, DemoModel())
     return PlanSession.open(build_runner(agent, database_url=database_url), session_id=session_id)
+
+
+def script(tmp_path: Path, name: str, *steps: list[dict[str, Any]]) -> tuple[str, str]:
+    """The ``--model`` arguments for a scripted model playing ``steps`` (see
+    :func:`plangate.models.scripted.load_script` for the step format)."""
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(list(steps)))
+    return "--model", f"script:{path}"

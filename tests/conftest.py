@@ -39,6 +39,14 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     asyncio.run(_admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A fresh copy of the sample project (with its one failing test)."""
+    from plangate.agent.workspace import copy_sample_workspace
+
+    return copy_sample_workspace(tmp_path / "ws")
+
+
 async def _admin(server: str, statement: str) -> None:
     import asyncpg
 

@@ -5,6 +5,7 @@ python plan_process.py approve DB WORKDIR SID CALL_ID
 python plan_process.py race DB SCOPE_KEY NAME COUNT START_AT
 python plan_process.py ask-two DB WORKDIR      -> two questions in one step, answers one
 python plan_process.py answer-second DB WORKDIR SID
+python plan_process.py set-mode DB SCOPE_KEY plan|off  -> enters or leaves Plan Mode once
 """
 
 from __future__ import annotations
@@ -146,6 +147,27 @@ async def race(db: str, scope_key: str, name: str, count: int, start_at: float) 
     print(json.dumps({"applied": applied, "conflicts": conflicts}))
 
 
+async def set_mode(db: str, scope_key: str, mode: str) -> None:
+    """Enter (``plan``) or leave (``off``) Plan Mode for one scope, in one commit."""
+    from plangate.adk.options import PlanOptions
+    from plangate.adk.runtime import PlanRuntime
+    from plangate.adk.scope import PlanScope
+    from plangate.plan.transitions import cancel, force_enter
+
+    scope = PlanScope(*scope_key.split("/"))
+    runtime = PlanRuntime(PlanOptions(database_url=db), scope.branch)
+    loaded = await runtime.load(scope)
+    record = loaded.state.record
+    if mode == "plan":
+        transition = force_enter(record, objective="from another process", now=time.time())
+    else:
+        transition = cancel(record, now=time.time())
+    assert transition is not None, f"nothing to do for {mode}"
+    state = loaded.state.model_copy(update={"record": transition.record})
+    version = await runtime.commit(scope, loaded, state, [transition])
+    print(json.dumps({"status": transition.record.status.value, "version": version}))
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "start":
@@ -156,5 +178,7 @@ if __name__ == "__main__":
         asyncio.run(ask_two(*args))
     elif command == "answer-second":
         asyncio.run(answer_second(*args))
+    elif command == "set-mode":
+        asyncio.run(set_mode(*args))
     else:
         asyncio.run(race(args[0], args[1], args[2], int(args[3]), float(args[4])))

@@ -23,24 +23,25 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from acp_support import CANCEL, FIXED, editor, new_session, open_session, prompt
+from acp_support import (
+    CANCEL,
+    FIXED,
+    FORMS,
+    editor,
+    new_session,
+    open_session,
+    planning_session,
+    prompt,
+    sqlite_database_url,
+)
 from plangate.acp import mapping, requests
 from plangate.adk.session import ModeState
-from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.demo import OPTIONS
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
 from plangate.sandbox import sandbox_status
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return copy_sample_workspace(tmp_path / "ws")
-
-
-@pytest.fixture
-def database_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'plangate.db'}"
+database_url = sqlite_database_url
 
 
 # -- the tests ------------------------------------------------------------------------------
@@ -98,8 +99,7 @@ async def test_planned_fix_with_question_and_approval_in_one_prompt(
     tmp_path: Path, workspace: Path, database_url: str
 ) -> None:
     async with editor(tmp_path, workspace, database_url) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
 
         stop = await prompt(client, conn, "Fix the failing test", "0", "Approve")
         assert stop == "end_turn"
@@ -179,21 +179,33 @@ async def test_the_agent_asks_to_enter_plan_mode_and_the_editor_follows(
 async def test_keep_planning_rejects_then_the_revised_plan_is_approved(
     tmp_path: Path, workspace: Path, database_url: str
 ) -> None:
-    async with editor(tmp_path, workspace, database_url) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+    async with editor(tmp_path, workspace, database_url, capabilities=FORMS) as (client, conn):
+        await planning_session(client, conn, workspace)
 
-        stop = await prompt(client, conn, "Fix the failing test", "0", "Keep planning", "Approve")
+        # Keep planning names no change, so the demo asks what should change.
+        change = "Also cover reserving exactly what is on hand"
+        client.elicited_answers.append({"text": change})
+        stop = await prompt(
+            client,
+            conn,
+            "Fix the failing test",
+            "0",
+            "Keep planning",
+            "Answer in my own words",
+            "Approve",
+        )
         assert stop == "end_turn"
 
-        first, second = (p[0] for p in client.permissions[1:])
+        first, asked, second = (p[0] for p in client.permissions[1:])
         assert first.title == "Approve plan (revision 1)"
+        assert asked.title == "What should change in the plan before I submit it again?"
         assert second.title == "Approve plan (revision 2)"
-        assert "Reviewer feedback" in second.raw_input["plan"]
+        assert f"3. {change}\n" in second.raw_input["plan"], "the answer is a step of the plan"
         [kept] = client.results(first.tool_call_id)
         assert kept.raw_output["status"] == "rejected"
+        assert kept.raw_output["reviewer_note"] is None
         assert kept.raw_output["plan"]["status"] == "drafting"
-        assert "keep planning" in kept.content[0].content.text.lower()
+        assert "kept planning" in kept.content[0].content.text.lower()
         assert client.modes() == ["plan", "default"]
         assert FIXED in (workspace / "inventory" / "stock.py").read_text()
 
@@ -202,8 +214,7 @@ async def test_cancel_then_load_session_after_restart_advertises_the_mode_and_re
     tmp_path: Path, workspace: Path, database_url: str
 ) -> None:
     async with editor(tmp_path, workspace, database_url) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
         # The user stops the turn while the approved plan's tests run.
         client.cancel_at = "Run python -m pytest"
         stop = await prompt(client, conn, "Fix the failing test", "0", "Approve")
@@ -241,8 +252,7 @@ async def test_leaving_plan_mode_cancels_the_active_plan_as_a_user_exit(
     tmp_path: Path, workspace: Path, database_url: str
 ) -> None:
     async with editor(tmp_path, workspace, database_url) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
         # Stopped at the approval prompt: the request stays pending, the gate stays on.
         assert await prompt(client, conn, "Fix the failing test", "0", CANCEL) == "cancelled"
         waiting = await open_session(workspace, database_url, client.session_id)

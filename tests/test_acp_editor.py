@@ -35,9 +35,11 @@ from acp_support import (
     editor,
     new_session,
     open_session,
+    planning_session,
     prompt,
+    sqlite_database_url,
 )
-from plangate.acp import mapping, requests
+from plangate.acp import mapping, markdown, requests
 from plangate.acp.commands import Command, parse_command
 from plangate.acp.listing import CWD_KEY, PAGE_SIZE, session_page
 from plangate.acp.stdio import InvalidMessage, check_message
@@ -46,15 +48,7 @@ from plangate.models.demo import QUESTION
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return copy_sample_workspace(tmp_path / "ws")
-
-
-@pytest.fixture
-def database_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'plangate.db'}"
+database_url = sqlite_database_url
 
 
 async def test_garbage_lines_get_json_rpc_errors_and_the_agent_keeps_serving(
@@ -182,8 +176,7 @@ async def test_own_words_and_an_edited_plan_file_are_the_bound_replies(
         elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
     )
     async with editor(tmp_path, workspace, database_url, capabilities=forms) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
         answer = "Raise an error and log the refused quantity"
         # The question is answered in a form; the rejection note form is closed, so the
         # note comes as the next message.
@@ -203,7 +196,7 @@ async def test_own_words_and_an_edited_plan_file_are_the_bound_replies(
         assert plan_file == workspace / ".plangate" / f"plan-{client.session_id}.md"
         assert first.raw_input["plan_file"] == str(plan_file)
         assert plan_file.read_text() == first.raw_input["plan"]
-        assert f"The plan is also in {plan_file}" in first.content[1].content.text
+        assert f"The plan is also in {plan_file}" in first.content[-1].content.text
         assert client.text().endswith(
             "Type the note that rejects plan revision 1 as your next message: it is sent to "
             "this request, not as a new task. (/plan off leaves Plan Mode instead.)"
@@ -244,8 +237,7 @@ async def test_an_open_approval_is_asked_again_after_a_cancel_and_after_load(
     tmp_path: Path, workspace: Path, database_url: str
 ) -> None:
     async with editor(tmp_path, workspace, database_url) as (client, conn):
-        await new_session(client, conn, workspace)
-        await conn.set_session_mode(session_id=client.session_id, mode_id="plan")
+        await planning_session(client, conn, workspace)
         assert await prompt(client, conn, "Fix the failing test", "0", CANCEL) == "cancelled"
         [(approval, _, _)] = client.permissions[1:]
         plan_file = Path(approval.locations[0].path)
@@ -272,20 +264,23 @@ async def test_an_open_approval_is_asked_again_after_a_cancel_and_after_load(
             "your next message."
         )
         start = len(client.updates)
-        assert await prompt(client, conn, "Go ahead", "Approve", "No") == "end_turn"
-        # The approved plan is implemented and its todos are done, so "Go ahead" reads as a
-        # new task: the demo asks to plan it, and the editor declines.
-        (again, _, asked_at), (entry, _, _) = client.permissions[3:]
-        assert entry.title.startswith("Enter Plan Mode")
+        assert await prompt(client, conn, "Go ahead", "Approve") == "end_turn"
+        [(again, _, asked_at)] = client.permissions[3:]
         assert again.tool_call_id == approval.tool_call_id
         before_asking = client.updates[start:asked_at]
         assert [type(u).__name__ for u in before_asking] == ["ToolCallStart"], "no model call"
         [approved] = client.results(approval.tool_call_id)
         assert approved.raw_output["status"] == "approved"
-        # The message follows the resumed run: the demo answers it after implementing.
+        # The message follows the resumed run. The step saved in the plan file is not one
+        # the demo can do: it says so rather than ticking it, and the plan stays open.
         text = client.text(asked_at)
         assert "Approved. Implementing." in text
+        assert "Not done: “An edit saved before the cancel”" in text
+        assert "The approved plan is still open" in text
+        assert not plan_file.exists()
         assert FIXED in (workspace / "inventory" / "stock.py").read_text()
+    record = await (await open_session(workspace, database_url, client.session_id)).record()
+    assert record.content.endswith("3. An edit saved before the cancel\n"), "kept across load"
 
 
 async def test_a_run_failed_by_protocol_governance_ends_as_a_refusal(
@@ -302,8 +297,16 @@ async def test_a_run_failed_by_protocol_governance_ends_as_a_refusal(
         start = len(client.updates)
         assert await prompt(client, conn, "try again") == "end_turn"
         assert "DATA_ACTIONS_REJECTED_BY_PROTOCOL" not in client.text(start)
-        assert client.calls("run_sql_readonly", start)
+        [query] = client.calls("run_sql_readonly", start)
         assert "Completed revenue by region" in client.text(start)
+        # The query result is shown as a Markdown table, numbers aligned right.
+        [result] = client.results(query.tool_call_id)
+        shown = result.content[0].content.text.splitlines()
+        rows = result.raw_output["rows"]
+        assert shown[0] == f"{len(rows)} rows"
+        assert shown[2:4] == ["| region | revenue |", "|---|---:|"]
+        assert shown[4] == f"| {rows[0]['region']} | {rows[0]['revenue']} |"
+        assert len(shown) == 4 + len(rows)
 
 
 async def test_stdio_mcp_servers_are_session_tools_under_the_plan_gate(
@@ -404,6 +407,46 @@ def test_session_pages_filter_by_folder_and_page_by_offset() -> None:
         session_page(sessions, cwd=None, cursor="next", default_cwd=None)
 
 
+def test_data_results_are_markdown_tables_no_value_can_break() -> None:
+    rows = [{"name": "a|b\nc", "n": 1}, {"name": None, "n": 2.5}, {"name": "x\\", "n": None}]
+    shown = (
+        mapping.resolution_update(
+            "c1", "run_sql_readonly", {"columns": ["name", "n"], "rows": rows, "truncated": True}
+        )
+        .content[0]
+        .content.text
+    )
+    assert shown.splitlines() == [
+        "3 rows (truncated: the result has more)",
+        "",
+        "| name | n |",
+        "|---|---:|",
+        "| a\\|b c | 1 |",
+        "| NULL | 2.5 |",
+        "| x\\\\ | NULL |",
+    ]
+    many = [{"v": i} for i in range(markdown.DATA_ROWS + 3)]
+    preview = (
+        mapping.resolution_update(
+            "c2", "preview_table", {"table": "t", "total_rows": 900, "columns": ["v"], "rows": many}
+        )
+        .content[0]
+        .content.text
+    )
+    assert preview.startswith(f"t: first {len(many)} of 900 rows\n\n| v |\n|---:|\n| 0 |")
+    assert preview.endswith("\n\n… and 3 more rows.")
+    values = (
+        mapping.resolution_update(
+            "c3",
+            "lookup_values",
+            {"column": "status", "distinct_count": 2, "values": [{"value": "done", "count": 7}]},
+        )
+        .content[0]
+        .content.text
+    )
+    assert values == "2 distinct values of status\n\n| value | count |\n|---|---:|\n| done | 7 |"
+
+
 def test_protocol_refusal_speaks_only_of_this_turns_failure() -> None:
     failed = {
         "run_id": "r1",
@@ -452,3 +495,7 @@ def test_own_words_replies_are_bound_to_the_request_that_was_shown() -> None:
     with pytest.raises(ValueError, match="was not offered"):
         requests.reply_for(approval, AllowedOutcome(outcome="selected", option_id="in_words"))
     assert "your answer to “Which?”" in requests.next_message_notice(question)
+    assert requests.reask_notice([question, approval]) == (
+        "2 requests are still open (the question “Which?”; the approval of plan revision 2): "
+        "they are asked again, in turn, when you send your next message."
+    )

@@ -14,10 +14,13 @@ from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.adk.tools import BaseTool, FunctionTool
 from google.adk.tools.base_toolset import BaseToolset
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 
 from plangate.adk.contract import (
     ADK_CALL_ID_PREFIX,
+    DeclaredOnceFunctionTool,
+    DeclaredOnceLongRunningTool,
     current_branch_events,
     is_adk_call_id,
     refresh_tools_every_step,
@@ -121,3 +124,25 @@ async def test_ids_a_model_sent_reach_the_model_unchanged() -> None:
     assert [p.function_call.id for p in sent if p.function_call] == ["toolu_01"]
     assert [p.function_response.id for p in sent if p.function_response] == ["toolu_01"]
     assert not is_adk_call_id("toolu_01") and not is_adk_call_id(None)
+
+
+async def test_a_declared_once_tool_reaches_the_model_with_adks_declaration() -> None:
+    """ADK builds a request's tool list from ``_get_declaration``; the cached one is the
+    same declaration ADK builds itself, long-running note included, at every step."""
+    from google.adk.models.llm_request import LlmRequest
+
+    for cached, plain in (
+        (DeclaredOnceFunctionTool(lookup), FunctionTool(lookup)),
+        (DeclaredOnceLongRunningTool(lookup), LongRunningFunctionTool(lookup)),
+    ):
+        declarations = []
+        for _ in range(2):
+            request = LlmRequest()
+            await cached.process_llm_request(tool_context=None, llm_request=request)  # type: ignore[arg-type]
+            assert request.config.tools is not None
+            [tool] = request.config.tools
+            assert tool.function_declarations is not None
+            declarations.extend(tool.function_declarations)
+        expected = plain._get_declaration()
+        assert declarations == [expected, expected]
+        assert request.tools_dict["lookup"] is cached

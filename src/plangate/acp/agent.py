@@ -61,6 +61,7 @@ from plangate.acp.plan_file import PlanFile
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
 from plangate.plan.record import PendingRequest, PlanStatus
+from plangate.plan.replies import ReplyError
 
 __all__ = ["PlangateAgent"]
 
@@ -271,7 +272,7 @@ class PlangateAgent:
             await self._send(live, mapping.plan_update(live.entries))
         pending = await live.session.pending()
         if pending:
-            await self._say(live, requests.reask_notice(pending[0]))
+            await self._say(live, requests.reask_notice(pending))
 
     def _workspace_for(self, cwd: str) -> Path:
         if self.workspace is not None:
@@ -401,6 +402,9 @@ class PlangateAgent:
             turn.cancel()
             raise
         if turn.cancelled():
+            # Journaled like Stop on the web; calls the cancel cut off get a result, so the
+            # next model request stays valid. Open requests are asked again next turn.
+            await live.session.note_stopped(surface="acp")
             for update in mapper.interrupted("Cancelled by the user."):
                 await self._send(live, update)
             return PromptResponse(stop_reason="cancelled")
@@ -442,32 +446,31 @@ class PlangateAgent:
     async def _run_turn(
         self, live: LiveSession, mapper: mapping.EventMapper, text: str
     ) -> StopReason:
-        """Run the prompt and every request it raises. A request left open (after a
-        cancel or a load) is asked again before any model call; the text follows once
-        nothing is open."""
-        message: str | types.Content | None = await self._awaited_reply(live, text)
-        queued = text if message is None else None
+        """Run the prompt and every request it raises. Requests left open (after a cancel
+        or a load) are asked again before any model call; the text follows once nothing
+        is open."""
+        queued: str | None = None if await self._take_words(live, text) else text
         while True:
-            if message is None:
-                answer = await self._ask_pending(live, mapper)
-                if answer is None:  # nothing open
-                    if queued is None:
-                        return "end_turn"
-                    message, queued = queued, None
-                elif isinstance(answer, str):
-                    if queued is not None:
-                        await self._say(live, requests.not_sent_notice(queued))
-                    return answer  # type: ignore[return-value]
-                else:
-                    message = answer
+            answer = await self._ask_pending(live, mapper)
+            if answer is None:  # nothing open, nothing paused
+                if queued is None:
+                    return "end_turn"
+                message: str | types.Content = queued
+                queued = None
+            elif isinstance(answer, str):
+                if queued is not None:
+                    await self._say(live, requests.not_sent_notice(queued))
+                return answer  # type: ignore[return-value]
+            else:
+                message = answer
             await self._run(live, mapper, message)
-            message = None
 
-    async def _awaited_reply(self, live: LiveSession, text: str) -> types.Content | None:
-        """The reply when this prompt is the user's own words for an open request."""
+    async def _take_words(self, live: LiveSession, text: str) -> bool:
+        """Record this prompt as the user's own words for the request bound to it; False
+        when no request is bound (or it is no longer open) and the text is a new message."""
         awaiting, live.awaiting = live.awaiting, None
         if awaiting is None:
-            return None
+            return False
         request = awaiting.request
         if request.approval_id not in {p.approval_id for p in await live.session.pending()}:
             await self._say(
@@ -475,11 +478,11 @@ class PlangateAgent:
                 "The request this message was to answer is no longer open; "
                 "it goes to the agent as a new message.",
             )
-            return None
+            return False
         shown = awaiting.shown
         edited = live.plan_file.edited(shown) if shown is not None else None
-        self._done_with_plan_file(live, shown)
-        return requests.reply_with_words(request, text, edited)
+        await self._submit(live, request, requests.reply_with_words(request, text, edited), shown)
+        return True
 
     async def _command(self, live: LiveSession, command: commands.Command) -> str:
         """Run a slash command; the message it leaves to send (``/plan <message>``)."""
@@ -528,15 +531,12 @@ class PlangateAgent:
     async def _run(
         self, live: LiveSession, mapper: mapping.EventMapper, message: str | types.Content
     ) -> None:
-        replied = _replied_calls(message)
         runtime = live.session.runtime
         mode_keys = {runtime.state_key, runtime.options.force_enter_plan_state_key} - {None}
         plan_keys = {runtime.state_key, todos_state_key(runtime.branch)}
         run_config = RunConfig(streaming_mode=StreamingMode.SSE)
         async with aclosing(live.session.run(message, run_config=run_config)) as events:
             async for event in events:
-                if replied:
-                    replied = await self._resolved(live, replied)
                 delta = set(event.actions.state_delta) if event.actions else set()
                 # A mode change applies at the step boundary, before what the step says.
                 if delta & mode_keys:
@@ -545,43 +545,32 @@ class PlangateAgent:
                     await self._send(live, update)
                 if delta & plan_keys:
                     await self._sync(live)
-        if replied:
-            await self._resolved(live, replied)
         await self._sync(live)
-
-    async def _resolved(
-        self, live: LiveSession, replied: list[tuple[str, str]]
-    ) -> list[tuple[str, str]]:
-        """Show each human reply's canonical result once the runtime applied it; return
-        the replies still waiting to be applied."""
-        state = await live.session.plan_state()
-        waiting = []
-        for call_id, name in replied:
-            result = state.reply_result(call_id)
-            if result is None:
-                waiting.append((call_id, name))
-                continue
-            await self._send(live, mapping.resolution_update(call_id, name, result))
-        return waiting
 
     async def _ask_pending(
         self, live: LiveSession, mapper: mapping.EventMapper
     ) -> types.Content | StopReason | None:
-        """Ask the editor about the first open request: the reply to resume with, why the
-        turn stops with the request still open, or None when nothing is open."""
+        """Ask the editor about every open request in the order the model asked them,
+        recording each answer as it is given: the message that resumes the run once all
+        are answered, why the turn stops with requests still open, or None when nothing
+        is open or paused."""
         while True:
-            pending = await live.session.pending()
-            if not pending:
+            # An answer can settle others (an approval withdraws open questions), so the
+            # open requests are read again after each one.
+            waiting = await live.session.awaiting()
+            if waiting.ready:
+                return waiting.message
+            if not waiting.open:
                 return None
-            request = pending[0]
+            request = waiting.open[0]
             record = await live.session.record()
             shown = requests.shown_plan(request, record) if request.kind == "exit" else None
             plan_file = live.plan_file
-            if shown is not None and (
-                live.plan_file_for != request.approval_id or not plan_file.path.exists()
-            ):
-                # Asked again (after a cancel), the file keeps the user's saved edits.
-                live.plan_file_for = request.approval_id if plan_file.write(shown) else None
+            if shown is not None:
+                # Asked again (after a cancel or a load), the file keeps the user's edits.
+                kept = plan_file.belongs_to(request.approval_id)
+                written = kept or plan_file.write(shown, request.approval_id)
+                live.plan_file_for = request.approval_id if written else None
             fields = requests.request_tool_call(
                 request, record, plan_file.path if live.plan_file_for else None
             )
@@ -611,12 +600,53 @@ class PlangateAgent:
                     return "end_turn"
             if reply is None:
                 return "cancelled"
-            self._done_with_plan_file(live, shown)
-            still = {p.approval_id for p in await live.session.pending()}
-            if request.approval_id in still:
-                return reply
-            # Withdrawn (the user left plan mode) or answered elsewhere while the editor asked.
-            await self._send(live, requests.withdrawn(request.call_id))
+            recorded = await self._submit(live, request, reply, shown)
+            if not recorded and request.call_id in {
+                p.call_id for p in await live.session.pending()
+            }:
+                return "end_turn"  # refused and still open: said why; asked again next time
+
+    async def _submit(
+        self,
+        live: LiveSession,
+        request: PendingRequest,
+        reply: types.Content,
+        shown: str | None,
+    ) -> bool:
+        """Record one answer now (it survives a cancel or a restart) and show the result
+        of every request it settled; False, with the reason said, when it was refused."""
+        before = await live.session.pending()
+        try:
+            await live.session.submit(reply)
+        except ReplyError as exc:
+            if request.approval_id in {p.approval_id for p in await live.session.pending()}:
+                await self._say(
+                    live,
+                    f"The answer was not recorded: {exc.message} ({exc.code.value}); "
+                    f"{exc.hint}. The request stays open.",
+                )
+            else:
+                # Withdrawn (the user left plan mode) or answered elsewhere meanwhile.
+                await self._send(live, requests.withdrawn(request.call_id))
+            return False
+        self._done_with_plan_file(live, shown)
+        state = await live.session.plan_state()
+        still = {p.call_id for p in await live.session.pending()}
+        for settled in before:
+            if settled.call_id in still:
+                continue
+            resolution = state.resolutions.get(settled.call_id)
+            if resolution is None:
+                await self._send(live, requests.withdrawn(settled.call_id))
+            else:
+                await self._send(
+                    live,
+                    mapping.resolution_update(
+                        settled.call_id, settled.tool_name, resolution.result
+                    ),
+                )
+        await self._sync(live)
+        return True
 
     async def _elicit_words(self, live: LiveSession, request: PendingRequest) -> str | None:
         """The user's own words through a form, where the editor has forms; None when it
@@ -660,16 +690,6 @@ class PlangateAgent:
         task = asyncio.get_running_loop().create_task(send)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-
-def _replied_calls(message: str | types.Content) -> list[tuple[str, str]]:
-    if isinstance(message, str):
-        return []
-    return [
-        (p.function_response.id, p.function_response.name or "")
-        for p in message.parts or []
-        if p.function_response is not None and p.function_response.id
-    ]
 
 
 def _folder(cwd: str, workspace: Path) -> str:

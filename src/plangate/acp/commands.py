@@ -20,6 +20,7 @@ from acp.schema import (
     UnstructuredCommandInput,
 )
 
+from plangate.acp.markdown import cell, table
 from plangate.adk.session import ModeState
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.store.store import JournalEntry
@@ -95,7 +96,7 @@ def status_markdown(
     if record is not None:
         lines.append(
             f"- Plan: {record.status.value} · revision {record.content_revisions}"
-            + (f" · {_cell(record.objective)}" if record.objective else "")
+            + (f" · {cell(record.objective)}" if record.objective else "")
         )
     else:
         lines.append("- Plan: none")
@@ -124,7 +125,7 @@ def _request(request: PendingRequest) -> str:
         return f"approval of plan revision {request.revision}"
     if request.kind == "enter":
         return "confirmation to enter Plan Mode"
-    return f"an answer to “{_cell(str(request.payload.get('message') or ''))}”"
+    return f"an answer to “{cell(str(request.payload.get('message') or ''))}”"
 
 
 def _protocol(state: dict[str, Any]) -> str:
@@ -142,10 +143,7 @@ def journal_markdown(entries: Sequence[JournalEntry]) -> str:
     """The governance journal as a Markdown table, oldest first."""
     if not entries:
         return "The journal is empty: nothing has been decided in this session yet."
-    lines = [
-        "| # | Event | Actor | Change | Revision | Detail |",
-        "|---:|---|---|---|---:|---|",
-    ]
+    rows = []
     for entry in entries:
         event = entry.event
         change = f"{event.from_state or '–'} → {event.to_state}" if event.to_state else ""
@@ -157,14 +155,9 @@ def journal_markdown(entries: Sequence[JournalEntry]) -> str:
             or ""
         )
         revision = "" if event.revision is None else str(event.revision)
-        lines.append(
-            f"| {entry.seq} | {_cell(event.kind)} | {_cell(event.actor)} | {_cell(change)} "
-            f"| {revision} | {_cell(str(detail))} |"
-        )
-    return "\n".join(lines)
-
-
-def _cell(text: str, limit: int = 120) -> str:
-    """Text that stays inside one Markdown table cell."""
-    flat = " ".join(text.split()).replace("|", "\\|")
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+        rows.append([entry.seq, event.kind, event.actor, change, revision, detail])
+    return table(
+        ["#", "Event", "Actor", "Change", "Revision", "Detail"],
+        rows,
+        [True, False, False, False, True, False],
+    )

@@ -41,6 +41,7 @@ from acp.schema import (
 from google.adk.events import Event
 from google.genai import types
 
+from plangate.acp.markdown import data_table
 from plangate.adk.session import ModeState
 from plangate.plan.record import PlanRecord, PlanStatus
 from plangate.plan.transitions import plan_steps
@@ -106,6 +107,7 @@ _KINDS: dict[str, ToolKind] = {
     "todo_write": "think",
 }
 _TEXT_LIMIT = 4000
+_DATA_RESULTS = ("run_sql_readonly", "preview_table")
 
 
 # -- modes --------------------------------------------------------------------------------
@@ -265,7 +267,27 @@ def _summary(name: str, result: dict[str, Any]) -> str:
     if name == "Bash":
         output = (str(result.get("stdout") or "") + str(result.get("stderr") or "")).strip()
         return f"exit {result.get('exit_code')}\n```\n{clip(output, _TEXT_LIMIT)}\n```"
+    if name in _DATA_RESULTS and isinstance(result.get("rows"), list):
+        return _data_summary(name, result)
+    if name == "lookup_values" and isinstance(result.get("values"), list):
+        shown = data_table(["value", "count"], result["values"])
+        return (
+            f"{result.get('distinct_count')} distinct values of {result.get('column')}\n\n{shown}"
+        )
     return clip(summarize_result(name, result), _TEXT_LIMIT)
+
+
+def _data_summary(name: str, result: dict[str, Any]) -> str:
+    """A query result or table preview as the Markdown table the editor renders."""
+    rows = [r for r in result["rows"] if isinstance(r, dict)]
+    columns = [str(c) for c in result.get("columns") or (rows[0].keys() if rows else [])]
+    if name == "preview_table":
+        head = f"{result.get('table')}: first {len(rows)} of {result.get('total_rows')} rows"
+    else:
+        head = f"{len(rows)} row{'' if len(rows) == 1 else 's'}"
+        if result.get("truncated"):
+            head += " (truncated: the result has more)"
+    return f"{head}\n\n{data_table(columns, rows)}" if columns else head
 
 
 def text_content(text: str) -> Any:

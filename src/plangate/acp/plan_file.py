@@ -5,6 +5,11 @@ ACP permission requests carry no text, so the plan is written to
 differs from what was shown when the user answers, the saved text is the reviewed
 content: the approval sends it and the host approves it as a new revision, bound to the
 revision and hash that were shown.
+
+Beside it, ``plan-<session>.approval`` names the approval the file was written for, so a
+request asked again -- after a cancel, or after ``session/load`` in a new process --
+keeps the user's saved edits, and a file left from another approval is never taken for
+them.
 """
 
 from __future__ import annotations
@@ -22,9 +27,18 @@ FOLDER = ".plangate"
 class PlanFile:
     def __init__(self, workspace: Path, session_id: str) -> None:
         self.path = workspace / FOLDER / f"plan-{session_id}.md"
+        self.owner = self.path.with_suffix(".approval")
 
-    def write(self, content: str) -> bool:
-        """Write the plan as shown; False when the folder is not writable."""
+    def belongs_to(self, approval_id: str) -> bool:
+        """Whether the file is there and was written for this approval."""
+        try:
+            return self.path.is_file() and self.owner.read_text().strip() == approval_id
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def write(self, content: str, approval_id: str) -> bool:
+        """Write the plan as shown for ``approval_id``; False when the folder is not
+        writable."""
         folder = self.path.parent
         try:
             if not folder.exists():
@@ -32,6 +46,7 @@ class PlanFile:
                 # Our own files: keep them out of the project's version control.
                 (folder / ".gitignore").write_text("*\n")
             self.path.write_text(content, encoding="utf-8")
+            self.owner.write_text(approval_id, encoding="utf-8")
         except OSError as exc:
             logger.warning("could not write the plan file %s: %s", self.path, exc)
             return False
@@ -50,3 +65,4 @@ class PlanFile:
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
+        self.owner.unlink(missing_ok=True)

@@ -7,6 +7,7 @@ Pure, like :mod:`plangate.acp.mapping`: the agent asks and sends what these buil
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from acp.schema import (
     ElicitationSchema,
     ElicitationStringPropertySchema,
     PermissionOption,
+    PermissionOptionKind,
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
@@ -33,7 +35,6 @@ from plangate.plan.record import PendingRequest, PlanRecord
 
 __all__ = [
     "IN_WORDS",
-    "KEEP_PLANNING_NOTE",
     "NO_ANSWER",
     "ToolCallFields",
     "elicited_words",
@@ -51,7 +52,6 @@ __all__ = [
     "words_prompt",
 ]
 
-KEEP_PLANNING_NOTE = "The user chose to keep planning."
 NO_ANSWER = "(no answer)"
 
 
@@ -121,39 +121,27 @@ class ToolCallFields:
                 "approval_id": request.approval_id,
             }
 
+    def _shown(self) -> dict[str, Any]:
+        """What every form of the request shows (card, update, permission subject)."""
+        return {
+            "title": self.title,
+            "kind": self.kind,
+            "status": "pending",
+            "content": self.content,
+            "locations": self.locations,
+            "raw_input": self.raw_input,
+        }
+
     def card(self, *, started: bool) -> ToolCallStart | ToolCallProgress:
         """The session update that shows the request: a new tool call, or an update of the
         call already on screen."""
+        shown = self._shown()
         if started:
-            return update_tool_call(
-                self.call_id,
-                title=self.title,
-                kind=self.kind,
-                status="pending",
-                content=self.content,
-                locations=self.locations,
-                raw_input=self.raw_input,
-            )
-        return start_tool_call(
-            self.call_id,
-            self.title,
-            kind=self.kind,
-            status="pending",
-            content=self.content,
-            locations=self.locations,
-            raw_input=self.raw_input,
-        )
+            return update_tool_call(self.call_id, **shown)
+        return start_tool_call(self.call_id, shown.pop("title"), **shown)
 
     def subject(self) -> ToolCallUpdate:
-        return ToolCallUpdate(
-            tool_call_id=self.call_id,
-            title=self.title,
-            kind=self.kind,
-            status="pending",
-            content=self.content,
-            locations=self.locations,
-            raw_input=self.raw_input,
-        )
+        return ToolCallUpdate(tool_call_id=self.call_id, **self._shown())
 
 
 def request_tool_call(
@@ -172,35 +160,40 @@ WORDS_FIELD = "text"
 """The option that asks for free text (an answer, a rejection note) instead of a choice."""
 
 
+_DECISIONS: dict[str, list[tuple[str, str, PermissionOptionKind]]] = {
+    "exit": [
+        ("approve", "Approve", "allow_once"),
+        ("keep_planning", "Keep planning", "reject_once"),
+        (IN_WORDS, "Reject with a note", "reject_once"),
+    ],
+    "enter": [
+        ("enter", "Enter Plan Mode", "allow_once"),
+        ("no", "No", "reject_once"),
+        (IN_WORDS, "No, with a note", "reject_once"),
+    ],
+}
+# A scope amendment, an edit review and a tool call are allowed or refused alike.
+_DECISIONS["amendment"] = _DECISIONS["edit"] = _DECISIONS["tool"] = [
+    ("approve", "Allow", "allow_once"),
+    ("refuse", "Refuse", "reject_once"),
+    (IN_WORDS, "Refuse with a note", "reject_once"),
+]
+"""The options of a decision request: (option id, name, kind)."""
+
+
 def permission_options(request: PendingRequest) -> list[PermissionOption]:
-    if request.kind == "exit":
-        return [
-            PermissionOption(option_id="approve", name="Approve", kind="allow_once"),
-            PermissionOption(option_id="keep_planning", name="Keep planning", kind="reject_once"),
-            PermissionOption(option_id=IN_WORDS, name="Reject with a note", kind="reject_once"),
-        ]
-    if request.kind in ("amendment", "edit", "tool"):
-        return [
-            PermissionOption(option_id="approve", name="Allow", kind="allow_once"),
-            PermissionOption(option_id="refuse", name="Refuse", kind="reject_once"),
-            PermissionOption(option_id=IN_WORDS, name="Refuse with a note", kind="reject_once"),
-        ]
-    if request.kind == "enter":
-        return [
-            PermissionOption(option_id="enter", name="Enter Plan Mode", kind="allow_once"),
-            PermissionOption(option_id="no", name="No", kind="reject_once"),
-            PermissionOption(option_id=IN_WORDS, name="No, with a note", kind="reject_once"),
-        ]
-    options = [
-        PermissionOption(option_id=str(index), name=str(text), kind="allow_once")
-        for index, text in enumerate(request.payload.get("options") or [])
+    """The choices offered for a request: a decision, or a question's options (or Skip),
+    each with a way to answer in the user's own words."""
+    choices = _DECISIONS.get(request.kind)
+    if choices is None:
+        offered = [str(text) for text in request.payload.get("options") or []]
+        choices = [(str(index), text, "allow_once") for index, text in enumerate(offered)]
+        choices = choices or [("skip", "Skip", "reject_once")]
+        choices = [*choices, (IN_WORDS, "Answer in my own words", "allow_once")]
+    return [
+        PermissionOption(option_id=option_id, name=name, kind=kind)
+        for option_id, name, kind in choices
     ]
-    if not options:
-        options.append(PermissionOption(option_id="skip", name="Skip", kind="reject_once"))
-    options.append(
-        PermissionOption(option_id=IN_WORDS, name="Answer in my own words", kind="allow_once")
-    )
-    return options
 
 
 def wants_words(outcome: AllowedOutcome | DeniedOutcome) -> bool:
@@ -224,7 +217,8 @@ def reply_for(
         if choice == "approve":
             return PlanSession.approve(request, content=content)
         if choice == "keep_planning":
-            return PlanSession.reject(request, note=KEEP_PLANNING_NOTE, content=content)
+            # No note: the user named no change (the model is told the plan was rejected).
+            return PlanSession.reject(request, note="", content=content)
     elif request.kind in ("amendment", "edit", "tool"):
         if choice == "approve":
             return PlanSession.approve(request)
@@ -279,15 +273,26 @@ def next_message_notice(request: PendingRequest) -> str:
     )
 
 
-def reask_notice(request: PendingRequest) -> str:
-    """After a load: the request still open, asked again at the next message."""
+def reask_notice(pending: Sequence[PendingRequest]) -> str:
+    """After a load: the requests still open, asked again (in turn) at the next message."""
+    described = [_described(request) for request in pending]
+    if len(described) == 1:
+        return (
+            f"{described[0][0].upper()}{described[0][1:]} is still open: it is asked again "
+            "when you send your next message."
+        )
+    return (
+        f"{len(described)} requests are still open ({'; '.join(described)}): they are asked "
+        "again, in turn, when you send your next message."
+    )
+
+
+def _described(request: PendingRequest) -> str:
     if request.kind == "exit":
-        what = f"The approval of plan revision {request.revision} is still open"
-    elif request.kind == "enter":
-        what = "The agent's request to enter Plan Mode is still open"
-    else:
-        what = f"The question “{clip(str(request.payload.get('message') or ''), 120)}” is open"
-    return f"{what}: it is asked again when you send your next message."
+        return f"the approval of plan revision {request.revision}"
+    if request.kind == "enter":
+        return "the agent's request to enter Plan Mode"
+    return f"the question “{clip(str(request.payload.get('message') or ''), 120)}”"
 
 
 def not_sent_notice(text: str) -> str:

@@ -4,12 +4,14 @@ boundary (before every model call of the mounted agent)."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
 from plangate.adk.capability import ask_for_call, check_capability, read_only_hint
+from plangate.adk.history import PlanHistory
 from plangate.adk.replies import apply_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope, scope_of
@@ -22,7 +24,7 @@ from plangate.plan.prompts import (
     PLAN_MODE_MARKER,
     render_plan_prompt,
 )
-from plangate.plan.record import PlanRecord
+from plangate.plan.record import GATE_ACTIVE_STATUSES, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode, match_reply
 from plangate.plan.session_state import PlanSessionState
 from plangate.plan.transitions import ReplyIgnored, Transition
@@ -44,13 +46,10 @@ def make_gate(runtime: PlanRuntime) -> Any:
         scope = scope_of(tool_context, runtime.branch)
         loaded = await runtime.load(scope)
         record = loaded.state.record
-        options = runtime.options
-        key = options.force_enter_plan_state_key
-        selection_active = bool(key) and (
-            tool_context.state.get(key) == options.force_enter_plan_state_value
-        )
         effect = effect_of(tool)
-        planning = loaded.unreadable is not None or bool(record and record.is_gate_active())
+        planning = loaded.unreadable is not None or (
+            record is not None and record.status in GATE_ACTIVE_STATUSES
+        )
         rules = runtime.tool_policy
         verdict = rules.decide(tool.name, args or {}, planning=planning) if rules else None
         if effect is None and rules is not None:
@@ -67,22 +66,39 @@ def make_gate(runtime: PlanRuntime) -> Any:
                 )
         # The profile of any process this call starts follows the plan state read just now,
         # and so do the paths it may write (the approved plan's scope).
-        set_profile(Profile.PLANNING if planning else Profile.ACTING)
+        set_profile(_PLANNING if planning else _ACTING)
         set_scope(record.scope if record is not None and record.is_being_implemented() else None)
-        contained = effect is Effect.SHELL and planning and await _sandboxed(tool)
-        decision = decide(
-            ToolCall(tool.name, args or {}, effect, contained),
-            record,
-            runtime.policy,
-            unreadable=loaded.unreadable,
-            corrupt=loaded.corrupt is not None,
-            selection_active=selection_active,
-        )
+        call = ToolCall(tool.name, args or {}, effect)
+        if not planning:
+            decision = decide(call, record, runtime.policy)
+        elif effect is _SHELL:
+            # Proving a command read-only parses it: a long command takes long, so it is
+            # judged off the event loop.
+            call = ToolCall(tool.name, args or {}, effect, await _sandboxed(tool))
+            decision = await asyncio.to_thread(
+                decide,
+                call,
+                record,
+                runtime.policy,
+                unreadable=loaded.unreadable,
+                corrupt=loaded.corrupt is not None,
+            )
+        else:
+            decision = decide(
+                call,
+                record,
+                runtime.policy,
+                unreadable=loaded.unreadable,
+                corrupt=loaded.corrupt is not None,
+                selection_active=_selection_active(runtime, tool_context),
+            )
         if decision.allowed:
             if verdict is not None and verdict.decision is Decision.ASK:
                 asked = await ask_for_call(runtime, loaded, tool, tool_context, verdict.reason)
                 if asked is not None:
                     return asked
+            if record is None or not record.governs_writes():
+                return None  # no approved plan whose scope holds the call (the usual case)
             return await check_capability(runtime, loaded, tool, args or {}, tool_context)
         await runtime.journal(
             scope,
@@ -104,6 +120,16 @@ def make_gate(runtime: PlanRuntime) -> Any:
         return decision.to_result(note)
 
     return plangate_gate
+
+
+_PLANNING, _ACTING, _SHELL = Profile.PLANNING, Profile.ACTING, Effect.SHELL
+
+
+def _selection_active(runtime: PlanRuntime, tool_context: Any) -> bool:
+    """Whether the user selected Plan Mode (it changes how ``enter_plan_mode`` is answered)."""
+    options = runtime.options
+    key = options.force_enter_plan_state_key
+    return bool(key) and tool_context.state.get(key) == options.force_enter_plan_state_value
 
 
 async def _journal_verdict(
@@ -138,13 +164,26 @@ async def _sandboxed(tool: Any) -> bool:
 
 
 def make_before_model(runtime: PlanRuntime) -> Any:
+    history = PlanHistory()
+    mirrored = _MirrorCache()
+
     async def plangate_before_model(callback_context: Any, llm_request: LlmRequest) -> None:
         scope = scope_of(callback_context, runtime.branch)
         replies = _replies_since_last_step(callback_context)
         state, readable = await _step_boundary(runtime, scope, callback_context, replies)
         if readable:  # an unreadable store must not blank the mirror
-            _mirror(runtime, state, callback_context)
-        _canonicalise_replies(llm_request, state, _call_ids(llm_request, callback_context, state))
+            _mirror(runtime, state, callback_context, mirrored.dump(scope.key, state))
+        # Matching every call and reply of the history is needed only once a plan tool
+        # was used or a reply decided; until then each step costs the same at any length.
+        record = state.record
+        if (
+            state.resolutions
+            or state.ignored
+            or (record is not None and record.pending)
+            or history.has_plan_parts(callback_context.session)
+        ):
+            ids = _call_ids(llm_request, callback_context, state)
+            _canonicalise_replies(llm_request, state, ids)
         _explain_unmatched(llm_request, state, replies)
         _inject_prompt(runtime, llm_request, state)
         return None
@@ -169,6 +208,8 @@ async def _step_boundary(
         loaded = await runtime.load(scope)
         if loaded.unreadable:
             return loaded.state, False
+        if not replies and _nothing_to_apply(runtime, loaded.state, context):
+            return loaded.state, True
         state = loaded.state.model_copy(deep=True)
         now = runtime.now()
         done, events = apply_replies(runtime, state, replies, now=now)
@@ -185,13 +226,56 @@ async def _step_boundary(
     raise RuntimeError(f"plan state for {scope.key} kept changing; gave up after retries")
 
 
-def _mirror(runtime: PlanRuntime, state: PlanSessionState, context: Any) -> None:
+def _nothing_to_apply(runtime: PlanRuntime, state: PlanSessionState, context: Any) -> bool:
+    """Whether a boundary without replies would leave ``state`` as it is: no selection
+    requested or written since the last boundary, and no approved plan to finish. (The
+    full path below decides the same; this spares it a deep copy at every step.)"""
+    record = state.record
+    if record is not None and record.is_being_implemented():
+        return False
+    key = runtime.options.force_enter_plan_state_key
+    if not key:
+        return True
+    if state.requested is not None:
+        return False
+    in_session = context.state.get(key)
+    if in_session is not None and in_session != state.mirrored_selection:
+        return False
+    mirrored = state.selection if state.selection is not None else in_session
+    return mirrored == state.mirrored_selection
+
+
+class _MirrorCache:
+    """The dumped record of the last state mirrored per scope: the state read from the
+    cache is the same object until the plan changes, so it is dumped once."""
+
+    def __init__(self) -> None:
+        self._dumps: dict[str, tuple[PlanRecord, dict[str, Any]]] = {}
+
+    def dump(self, key: str, state: PlanSessionState) -> dict[str, Any] | None:
+        record = state.record
+        if record is None:
+            self._dumps.pop(key, None)
+            return None
+        cached = self._dumps.get(key)
+        if cached is not None and cached[0] is record:
+            return cached[1]
+        dumped = record.dump()
+        if len(self._dumps) >= 4096:
+            self._dumps.clear()
+        self._dumps[key] = (record, dumped)
+        return dumped
+
+
+def _mirror(
+    runtime: PlanRuntime, state: PlanSessionState, context: Any, dumped: dict[str, Any] | None
+) -> None:
     """Session state mirrors the store: written through the callback context, so the
     write is part of the runner's own next event (never a write into a session the
-    runner holds)."""
-    dumped = state.record.dump() if state.record is not None else None
+    runner holds). ``dumped`` is the record as mirrored; a copy goes into the session so
+    nothing there can change the cached one."""
     if context.state.get(runtime.state_key) != dumped:
-        context.state[runtime.state_key] = dumped
+        context.state[runtime.state_key] = copy.deepcopy(dumped)
     key = runtime.options.force_enter_plan_state_key
     if key and state.selection is not None and context.state.get(key) != state.selection:
         context.state[key] = state.selection

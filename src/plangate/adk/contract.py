@@ -8,6 +8,9 @@ Kept in one module so an ADK upgrade has one place to look, and pinned by
   plain filter on ``session.events`` would get wrong).
 - ``BaseToolset._use_invocation_cache``: a toolset whose tool list follows the plan state
   must be asked again at every step, not once per invocation.
+- ``BaseTool._get_declaration``: ADK asks every tool for its declaration at every model
+  step and builds it from the function's signature each time; the plan tools' never
+  changes, so it is built once.
 - Call ids: a function call the model sent without an id gets one from ADK starting with
   ``adk-``, and ADK removes those ids again from the request it sends to the model. Ids a
   model sent itself reach the model unchanged.
@@ -17,10 +20,15 @@ from __future__ import annotations
 
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event
+from google.adk.tools import FunctionTool
 from google.adk.tools.base_toolset import BaseToolset
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
+from google.genai import types
 
 __all__ = [
     "ADK_CALL_ID_PREFIX",
+    "DeclaredOnceFunctionTool",
+    "DeclaredOnceLongRunningTool",
     "current_branch_events",
     "is_adk_call_id",
     "refresh_tools_every_step",
@@ -43,3 +51,26 @@ def refresh_tools_every_step(toolset: BaseToolset) -> None:
 def is_adk_call_id(call_id: str | None) -> bool:
     """True for an id ADK generated, which it strips before calling the model."""
     return bool(call_id) and str(call_id).startswith(ADK_CALL_ID_PREFIX)
+
+
+class DeclaredOnceFunctionTool(FunctionTool):
+    """A ``FunctionTool`` whose declaration is built on first use and then reused."""
+
+    _declaration: types.FunctionDeclaration | None = None
+
+    def _get_declaration(self) -> types.FunctionDeclaration | None:
+        if self._declaration is None:
+            self._declaration = super()._get_declaration()
+        return self._declaration
+
+
+class DeclaredOnceLongRunningTool(LongRunningFunctionTool):
+    """A ``LongRunningFunctionTool`` whose declaration is built on first use and then
+    reused (ADK's long-running note included)."""
+
+    _declaration: types.FunctionDeclaration | None = None
+
+    def _get_declaration(self) -> types.FunctionDeclaration | None:
+        if self._declaration is None:
+            self._declaration = super()._get_declaration()
+        return self._declaration

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,8 +25,10 @@ from plangate.plan.session_state import (
 )
 from plangate.plan.transitions import Transition
 from plangate.policy.policy_file import PolicyFile, PolicyFileError, parse_policy
+from plangate.store.fresh import FreshDocuments
 from plangate.store.shared import shared_store
-from plangate.store.store import Document, Store, Transaction, is_valid_version
+from plangate.store.store import Document, Store, is_valid_version
+from plangate.store.writes import Put, commit
 
 __all__ = ["ARCHIVE_KIND", "CORRUPT_KIND", "STATE_KIND", "Loaded", "PlanRuntime"]
 
@@ -73,21 +77,34 @@ class PlanRuntime:
         self.database_url = options.database_url
         """Set by ``build_runner`` when the options name none, so sessions and plans share
         one database."""
+        self._states = FreshDocuments(STATE_KIND, self._decode)
+        self._store: tuple[weakref.ref[asyncio.AbstractEventLoop], str, Store] | None = None
 
     async def store(self) -> Store:
-        return await shared_store(self.database_url)
+        # The gate asks for the store before every tool call: remember it per event loop.
+        loop = asyncio.get_running_loop()
+        cached = self._store
+        if cached is not None and cached[0]() is loop and cached[1] == self.database_url:
+            return cached[2]
+        store = await shared_store(self.database_url)
+        if self.database_url is not None:  # an absent URL follows the environment
+            self._store = (weakref.ref(loop), self.database_url, store)
+        return store
 
     @staticmethod
     def now() -> float:
         return time.time()
 
     async def load(self, scope: PlanScope) -> Loaded:
+        """The plan state as stored now. The value is shared: copy it before changing it."""
         try:
             store = await self.store()
-            document = await store.get(STATE_KIND, scope.key)
+            return await self._states.get(store, scope.key)
         except Exception as exc:  # the database is unreachable: fail closed
             log.exception("plan state unreadable for %s", scope.key)
             return Loaded(PlanSessionState(), -1, f"{type(exc).__name__}: {exc}")
+
+    def _decode(self, key: str, document: Document | None) -> Loaded:
         if document is None:
             return Loaded(PlanSessionState(), 0)
         options = self.options
@@ -99,7 +116,7 @@ class PlanRuntime:
             )
             state = read_stored(document.data, plan_selection=plan_value)
         except CorruptPlanState as exc:
-            log.error("corrupt plan state for %s: %s", scope.key, exc.reason)
+            log.error("corrupt plan state for %s: %s", key, exc.reason)
             return Loaded(PlanSessionState(), -1, exc.reason, document)
         return Loaded(state, document.version)
 
@@ -117,22 +134,21 @@ class PlanRuntime:
         """
         if loaded.unreadable is not None:
             raise ValueError(f"cannot commit over an unreadable plan state ({loaded.unreadable})")
-        store = await self.store()
-        async with store.transaction() as tx:
-            version = await tx.put(
+        puts = [
+            Put(
                 STATE_KIND,
                 scope.key,
                 state.model_dump(mode="json", by_alias=True),
-                expected_version=max(loaded.version, 0),
+                max(loaded.version, 0),
             )
-            for transition in transitions:
-                if transition.archived is not None:
-                    await _archive(tx, scope, transition.archived)
-                for event in transition.events:
-                    await tx.append(scope.key, event)
-            for event in events:
-                await tx.append(scope.key, event)
-        return version
+        ]
+        journaled: list[tuple[str, JournalEvent]] = []
+        for transition in transitions:
+            if transition.archived is not None:
+                puts.append(_archived(scope, transition.archived))
+            journaled.extend((scope.key, event) for event in transition.events)
+        journaled.extend((scope.key, event) for event in events)
+        return (await commit(await self.store(), puts, journaled))[0]
 
     async def reset_corrupt(
         self, scope: PlanScope, loaded: Loaded, *, actor: str, selection: str | None
@@ -219,14 +235,13 @@ class PlanRuntime:
         return [PlanRecord.model_validate(row.data) for row in rows]
 
 
-async def _archive(tx: Transaction, scope: PlanScope, record: PlanRecord) -> None:
-    key = f"{scope.key}#{record.id}"
-    existing = await tx.get(ARCHIVE_KIND, key)
-    await tx.put(
+def _archived(scope: PlanScope, record: PlanRecord) -> Put:
+    """A finished plan, kept readable under ``<scope>#<plan id>`` (rewritten if there)."""
+    return Put(
         ARCHIVE_KIND,
-        key,
+        f"{scope.key}#{record.id}",
         record.model_dump(mode="json", by_alias=True),
-        expected_version=existing.version if existing else 0,
+        None,
     )
 
 

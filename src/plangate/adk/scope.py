@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["PlanScope", "governing_scope", "scope_of"]
 
 
-@dataclass(frozen=True)
-class PlanScope:
+class PlanScope(NamedTuple):
+    """Immutable and cheap to build: one is made for every tool call the gate checks."""
+
     app_name: str
     user_id: str
     session_id: str

@@ -82,6 +82,9 @@ SYSTEM_AUTHOR = "plangate"
 
 _MAX_ATTEMPTS = 5
 
+# Tools whose call waits for a person; a stop never answers them in the person's place.
+_HUMAN_REQUEST_TOOLS = frozenset({"enter_plan_mode", "exit_plan_mode", "ask_user_question"})
+
 # Runs in progress in this process, by session: a mode switch made meanwhile waits for
 # the running invocation's next step boundary instead of writing into its session.
 _running: dict[str, int] = {}
@@ -158,7 +161,8 @@ class PlanSession:
         )
 
     async def plan_state(self) -> PlanSessionState:
-        return (await self.runtime.load(self.scope)).state
+        # A copy: the loaded state is shared with the gate's cache.
+        return (await self.runtime.load(self.scope)).state.model_copy(deep=True)
 
     async def record(self) -> PlanRecord | None:
         return (await self.plan_state()).record
@@ -296,12 +300,16 @@ class PlanSession:
             detail={"surface": surface} if surface else {},
         )
         await self.runtime.journal(self.scope, event)
-        open_requests = {request.call_id for request in record.pending} if record else set()
+        # Human requests (open, or answered and waiting to be delivered together with the
+        # rest of their batch) are not cut off: their replies resume the run.
+        state = await self.plan_state()
+        requests = {request.call_id for request in record.pending} if record else set()
+        requests |= state.resolutions.keys()
         session = await self.session()
         cut_off = [
             call
             for call in unanswered_calls(session.events)
-            if call.id and call.id not in open_requests
+            if call.id and call.id not in requests and call.name not in _HUMAN_REQUEST_TOOLS
         ]
         if cut_off:
             await self.runner.session_service.append_event(

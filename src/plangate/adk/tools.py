@@ -9,13 +9,16 @@ from collections.abc import Callable
 from typing import Any
 
 from google.adk.events import Event, EventActions
-from google.adk.tools import BaseTool, FunctionTool, ToolContext
+from google.adk.tools import BaseTool, ToolContext
 from google.adk.tools.base_toolset import BaseToolset
-from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 
 from plangate.adk.call_order import in_call_order
-from plangate.adk.contract import refresh_tools_every_step
+from plangate.adk.contract import (
+    DeclaredOnceFunctionTool,
+    DeclaredOnceLongRunningTool,
+    refresh_tools_every_step,
+)
 from plangate.adk.replies import record_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import scope_of
@@ -177,10 +180,10 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
             )
 
     return [
-        LongRunningFunctionTool(enter_plan_mode),
-        FunctionTool(update_plan_content),
-        LongRunningFunctionTool(exit_plan_mode),
-        LongRunningFunctionTool(ask_user_question),
+        DeclaredOnceLongRunningTool(enter_plan_mode),
+        DeclaredOnceFunctionTool(update_plan_content),
+        DeclaredOnceLongRunningTool(exit_plan_mode),
+        DeclaredOnceLongRunningTool(ask_user_question),
     ]
 
 

@@ -43,7 +43,7 @@ def run_acp(args: argparse.Namespace) -> int:
     from plangate.store.urls import resolve_database_url
 
     try:
-        model = resolve_model(args.model)
+        model = resolve_model(args.model, surface="editor")
         database_url = resolve_database_url(args.database_url)
     except ValueError as exc:
         print(f"plangate acp: {exc}", file=sys.stderr)

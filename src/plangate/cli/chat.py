@@ -656,7 +656,7 @@ class _Starter:
         args = self.args
         console = Console()
         try:
-            model = resolve_model(args.model)
+            model = resolve_model(args.model, surface="terminal")
         except ValueError as exc:
             console.print(Text(str(exc), "red"))
             return 2

@@ -24,12 +24,14 @@ from plangate.models.retrying import RetryPolicy
 __all__ = ["describe_model", "resolve_model"]
 
 
-def resolve_model(spec: str | None = None) -> BaseLlm:
+def resolve_model(spec: str | None = None, *, surface: str | None = None) -> BaseLlm:
+    """The model ``spec`` names; ``surface`` (``terminal``, ``web``, ``editor``) tells the
+    offline demo where it runs, so its hints fit what the user sees."""
     spec = (spec or os.environ.get("PLANGATE_MODEL") or "demo").strip()
     if spec == "demo":
         from plangate.models.demo import DemoModel
 
-        return DemoModel()
+        return DemoModel(surface=surface)
     provider, sep, name = spec.partition(":")
     if not sep:
         if spec.startswith("gemini"):

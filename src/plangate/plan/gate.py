@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 from plangate.errors import ErrorCode, error_result
-from plangate.plan.record import PlanRecord, PlanStatus
+from plangate.plan.record import GATE_ACTIVE_STATUSES, PlanRecord, PlanStatus
 from plangate.policy.effects import Effect
 
 __all__ = [
@@ -53,8 +53,9 @@ class GatePolicy(BaseModel):
     readonly_subagent_types: frozenset[str] = DEFAULT_READONLY_SUBAGENT_TYPES
 
 
-@dataclass(frozen=True)
-class ToolCall:
+class ToolCall(NamedTuple):
+    """One tool call as the gate judges it; a tuple because one is built per call."""
+
     name: str
     args: Mapping[str, Any]
     effect: Effect | None = None
@@ -148,10 +149,12 @@ def decide(
             "side effects runs",
             "ask the user to leave Plan Mode (/plan off) or restore the plan",
         )
-    if record is None or not record.is_gate_active():
+    if record is None or record.status not in GATE_ACTIVE_STATUSES:
         return _ALLOW_NO_PLAN
-    status = record.status.value
-    if call.name == "enter_plan_mode":
+    name = call.name
+    if name in PLAN_TOOL_NAMES:
+        if name != "enter_plan_mode":
+            return _ALLOW_PLAN_TOOL
         if selection_active:
             why = "the user selected Plan Mode in the UI, so entry is automatic"
             hint = (
@@ -160,21 +163,19 @@ def decide(
         else:
             why = "Plan Mode is already active"
             hint = _hint(record.status)
-        return _deny(call, status, why, hint)
-    if call.name in PLAN_TOOL_NAMES:
-        return GateDecision(True, "plan tool")
-    if call.name == "spawn_subagent":
+        return _deny(call, record.status.value, why, hint)
+    if name == "spawn_subagent":
         kind = call.args.get("subagent_type")
         if isinstance(kind, str) and kind in policy.readonly_subagent_types:
             return GateDecision(True, f"read-only sub-agent {kind}")
         allowed = ", ".join(sorted(policy.readonly_subagent_types)) or "none"
         return _deny(
             call,
-            status,
+            record.status.value,
             f"sub-agent type {kind!r} may write; only read-only archetypes run while planning",
             f"spawn one of: {allowed}",
         )
-    if call.name == "dynamic_subagent":
+    if name == "dynamic_subagent":
         tools = call.args.get("tools")
         if (
             isinstance(tools, list)
@@ -185,24 +186,49 @@ def decide(
         allowed = ", ".join(sorted(policy.readonly_tool_names))
         return _deny(
             call,
-            status,
+            record.status.value,
             "a dynamic sub-agent needs an explicit, non-empty list of read-only tools",
             f"pass tools chosen from: {allowed}",
         )
+    effect = call.effect
     if policy.mode == "denylist":
-        if call.name in policy.write_tool_names:
-            return _deny(call, status, "it is a write tool", _hint(record.status))
-        return GateDecision(True, "not on the write list")
-    if call.effect is Effect.READ:
-        return GateDecision(True, "declared read-only")
+        if name in policy.write_tool_names:
+            return _refusal(name, record.status, "it is a write tool")
+        return _ALLOW_NOT_LISTED
+    if effect is _READ:
+        return _ALLOW_DECLARED_READ
     # A name on the read-only list never outranks a declaration: a tool named "Read" that
     # declares writes is a write tool.
-    if call.name in policy.readonly_tool_names and call.effect is None:
-        return GateDecision(True, "listed read-only")
-    if call.effect is Effect.SHELL:
+    if effect is None and name in policy.readonly_tool_names:
+        return _ALLOW_LISTED_READ
+    if effect is _SHELL:
         return _decide_shell(call, record.status)
-    why = "it has side effects" if call.effect is not None else "it is not declared read-only"
-    return _deny(call, status, why, _hint(record.status))
+    why = "it has side effects" if effect is not None else "it is not declared read-only"
+    return _refusal(name, record.status, why)
+
+
+# Members read once: an enum member lookup through its class costs more than the rest
+# of a decision.
+_READ, _SHELL = Effect.READ, Effect.SHELL
+_ALLOW_PLAN_TOOL = GateDecision(True, "plan tool")
+_ALLOW_NOT_LISTED = GateDecision(True, "not on the write list")
+_ALLOW_DECLARED_READ = GateDecision(True, "declared read-only")
+_ALLOW_LISTED_READ = GateDecision(True, "listed read-only")
+
+# A refusal depends only on the tool's name, the plan status and why; the gate runs
+# before every tool call, so each is built once.
+_refusals: dict[tuple[str, PlanStatus, str], GateDecision] = {}
+_MAX_REFUSALS = 4096
+
+
+def _refusal(name: str, status: PlanStatus, why: str) -> GateDecision:
+    key = (name, status, why)
+    refusal = _refusals.get(key)
+    if refusal is None:
+        refusal = _deny(ToolCall(name, {}), status.value, why, _hint(status))
+        if len(_refusals) < _MAX_REFUSALS:
+            _refusals[key] = refusal
+    return refusal
 
 
 def _decide_shell(call: ToolCall, status: PlanStatus) -> GateDecision:

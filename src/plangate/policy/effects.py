@@ -58,7 +58,9 @@ def effect_of(tool: Any) -> Effect | None:
     declared = getattr(tool, _ATTR, None)
     if declared is None:
         declared = getattr(getattr(tool, "func", None), _ATTR, None)
-    return Effect(declared) if declared is not None else None
+    if declared is None or type(declared) is Effect:  # the usual case, without a lookup
+        return declared
+    return Effect(declared)
 
 
 def declare_contained(target: T) -> T:

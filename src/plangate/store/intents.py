@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from sqlalchemy import Row, delete, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -309,35 +311,28 @@ class IntentRepository:
         active_revision_id: str | None,
         task_relation: TaskRelation,
     ) -> RunBinding:
-        """Create or update a run's binding; the base is fixed by the first bind."""
-        existing = await self.binding(session_key, run_id)
-        now = time.time()
-        if existing is None:
-            await self._conn.execute(
-                insert(run_intent_bindings).values(
-                    session_key=session_key,
-                    run_id=run_id,
-                    base_revision_id=base_revision_id,
-                    active_revision_id=active_revision_id,
-                    task_relation=task_relation,
-                    updated_at=now,
-                )
-            )
-            base = base_revision_id
-        else:
-            await self._conn.execute(
-                update(run_intent_bindings)
-                .where(
-                    run_intent_bindings.c.session_key == session_key,
-                    run_intent_bindings.c.run_id == run_id,
-                )
-                .values(
-                    active_revision_id=active_revision_id,
-                    task_relation=task_relation,
-                    updated_at=now,
-                )
-            )
-            base = existing.base_revision_id
+        """Create or update a run's binding; the base is fixed by the first bind.
+
+        One statement (an upsert that returns the stored base): it runs at every run
+        start, inside the start's transaction."""
+        insert_for = postgresql_insert if self._conn.dialect.name == "postgresql" else sqlite_insert
+        statement = insert_for(run_intent_bindings).values(
+            session_key=session_key,
+            run_id=run_id,
+            base_revision_id=base_revision_id,
+            active_revision_id=active_revision_id,
+            task_relation=task_relation,
+            updated_at=time.time(),
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=[run_intent_bindings.c.session_key, run_intent_bindings.c.run_id],
+            set_={
+                "active_revision_id": statement.excluded.active_revision_id,
+                "task_relation": statement.excluded.task_relation,
+                "updated_at": statement.excluded.updated_at,
+            },
+        ).returning(run_intent_bindings.c.base_revision_id)
+        base = (await self._conn.execute(statement)).scalar_one()
         return RunBinding(session_key, run_id, base, active_revision_id, task_relation)
 
     async def commit_for_run(

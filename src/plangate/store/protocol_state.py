@@ -201,8 +201,7 @@ class ProtocolStateStore:
                     _dump(record),
                     expected_version=expected,
                 )
-            for event in events:
-                await tx.append(scope_key, event)
+            await tx.append_all(scope_key, events)
             if within is not None:
                 await within(tx)
 

@@ -7,11 +7,12 @@ Async engines are bound to the loop that created them, so a store opened in one 
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 
 from plangate.sandbox.context import hide_path
 from plangate.store.store import Store
-from plangate.store.urls import resolve_database_url
+from plangate.store.urls import ENV_VAR, resolve_database_url
 
 __all__ = ["shared_store"]
 
@@ -24,16 +25,24 @@ _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
 
 
 async def shared_store(url: str | None = None) -> Store:
-    url = resolve_database_url(url)
     loop = asyncio.get_running_loop()
     stores = _stores.setdefault(loop, {})
+    # Every gate check asks for the store: answer a URL seen before without resolving it
+    # again (resolving touches the filesystem). The working directory and the variable
+    # are part of the key because a relative or absent URL depends on them.
+    alias = f"{url}\0{os.environ.get(ENV_VAR)}\0{os.getcwd()}"
+    if alias in stores:
+        return stores[alias]
+    url = resolve_database_url(url)
     if url in stores:
+        stores[alias] = stores[url]
         return stores[url]
     lock = _locks.setdefault(loop, asyncio.Lock())
     async with lock:
         if url not in stores:
             stores[url] = await Store.open(url)
             _hide_from_commands(url)
+        stores[alias] = stores[url]
     return stores[url]
 
 

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, insert, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from plangate.journal.events import JournalEvent
 from plangate.store.schema import MIGRATIONS, documents, journal, schema_migrations
 from plangate.store.urls import resolve_database_url
+
+if TYPE_CHECKING:
+    from plangate.store.fresh import SqliteReader
+    from plangate.store.writes import SqliteWriter
 
 __all__ = ["Conflict", "Document", "JournalEntry", "Store", "Transaction", "is_valid_version"]
 
@@ -53,6 +59,12 @@ class JournalEntry:
     event: JournalEvent
 
 
+def _insert_if_absent(dialect: str) -> Any:
+    if dialect == "postgresql":
+        return postgresql_insert(documents).on_conflict_do_nothing()
+    return sqlite_insert(documents).on_conflict_do_nothing()
+
+
 class Transaction:
     def __init__(self, conn: AsyncConnection) -> None:
         self._conn = conn
@@ -71,16 +83,16 @@ class Transaction:
         """Write ``data`` if the stored version is ``expected_version`` (0: absent)."""
         now = time.time()
         if expected_version == 0:
-            try:
-                async with self._conn.begin_nested():
-                    await self._conn.execute(
-                        insert(documents).values(
-                            kind=kind, key=key, version=1, data=data, updated_at=now
-                        )
-                    )
-            except IntegrityError:
+            # ON CONFLICT DO NOTHING, not a savepoint around a failing INSERT: one
+            # statement instead of three, and the same answer (no row: someone was first).
+            result = await self._conn.execute(
+                _insert_if_absent(self._conn.dialect.name).values(
+                    kind=kind, key=key, version=1, data=data, updated_at=now
+                )
+            )
+            if result.rowcount != 1:
                 current = await self.get(kind, key)
-                raise Conflict(kind, key, 0, current.version if current else None) from None
+                raise Conflict(kind, key, 0, current.version if current else None)
             return 1
         result = await self._conn.execute(
             update(documents)
@@ -122,6 +134,12 @@ class Transaction:
         result = await self._conn.execute(insert(journal).values(scope=scope, **entry.model_dump()))
         return int(result.inserted_primary_key[0])
 
+    async def append_all(self, scope: str, entries: Iterable[JournalEvent]) -> None:
+        """Journal ``entries`` in order, in one statement (an executemany)."""
+        rows = [{"scope": scope, **entry.model_dump()} for entry in entries]
+        if rows:
+            await self._conn.execute(insert(journal), rows)
+
     @property
     def connection(self) -> AsyncConnection:
         """For repositories with tables of their own (they join the same transaction)."""
@@ -134,6 +152,10 @@ class Store:
     def __init__(self, engine: AsyncEngine, url: str) -> None:
         self.engine = engine
         self.url = url
+        self.reader: SqliteReader | None = None
+        """The lock-free read path of a SQLite file (see ``plangate.store.fresh``)."""
+        self.writer: SqliteWriter | None = None
+        """The one-hop commit path of a SQLite file (see ``plangate.store.writes``)."""
 
     @classmethod
     async def open(cls, url: str | None = None) -> Store:
@@ -146,9 +168,22 @@ class Store:
             _use_immediate_transactions(engine)
         store = cls(engine, url)
         await store._migrate()
+        path = make_url(url).database if is_sqlite else None
+        if path and path != ":memory:" and not path.startswith("file:"):
+            from plangate.store.fresh import SqliteReader
+            from plangate.store.writes import SqliteWriter
+
+            store.reader = SqliteReader(path)
+            store.writer = SqliteWriter(path)
         return store
 
     async def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
         await self.engine.dispose()
 
     @property

@@ -548,7 +548,7 @@ def serve(
         root = Path(workspace).expanduser().resolve()
         if not root.is_dir():
             raise ValueError(f"workspace {workspace} is not a directory")
-    model = resolve_model(model_spec)
+    model = resolve_model(model_spec, surface="web")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
         agent = build_coding_agent(root, model, data=catalog, allow_network=allow_network)

@@ -1,0 +1,137 @@
+"""Plan-state commits (compare-and-set + journal row) against raw ``sqlite3``, in one run.
+
+    python benchmarks/bench_store.py [--commits 500] [--postgres URL]
+
+(a) SQLite, WAL, synchronous=FULL (the default; see ``plangate.store.writes``): the same
+    transaction -- BEGIN IMMEDIATE, the versioned UPDATE, one journal INSERT, COMMIT --
+    with plain ``sqlite3`` on plangate's tables, beside ``PlanRuntime.commit`` driven from
+    asyncio, interleaved in chunks; and raw with synchronous=NORMAL, to show what
+    durability costs.
+(b) PostgreSQL (``--postgres`` or ``PLANGATE_TEST_POSTGRES_URL``): 1 and 8 concurrent
+    writers, each on its own session, in commits/s.
+The machine is shared and noisy: compare the ratios, not the absolute figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from plangate.adk.options import PlanOptions
+from plangate.adk.runtime import PlanRuntime
+from plangate.adk.scope import PlanScope
+from plangate.journal.events import JournalEvent
+from plangate.plan import transitions as t
+from plangate.plan.session_state import PlanSessionState
+
+STATE = PlanSessionState(record=t.force_enter(None, objective="bench", now=0.0).record)
+DATA = json.dumps(STATE.model_dump(mode="json", by_alias=True))
+
+
+class RawCommits:
+    """The floor: the same transaction on plangate's own tables, with plain ``sqlite3``."""
+
+    def __init__(self, path: Path, synchronous: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute(f"PRAGMA synchronous={synchronous}")
+        self.key = uuid.uuid4().hex
+        self.version = 1
+        self.conn.execute(
+            "INSERT INTO plangate_documents VALUES ('plan_state', ?, 1, ?, 0)", (self.key, DATA)
+        )
+
+    def run(self, count: int) -> float:
+        conn = self.conn
+        start = time.perf_counter()
+        for _ in range(count):
+            conn.execute("BEGIN IMMEDIATE")
+            updated = conn.execute(
+                "UPDATE plangate_documents SET version = ?, data = ?, updated_at = ? "
+                "WHERE kind = 'plan_state' AND key = ? AND version = ?",
+                (self.version + 1, DATA, time.time(), self.key, self.version),
+            )
+            assert updated.rowcount == 1
+            conn.execute(
+                "INSERT INTO plangate_journal (scope, kind, subject, from_state, to_state, "
+                "actor, at, revision, sha256, detail) VALUES (?, 'mode.selected', '', NULL, "
+                "NULL, 'user', ?, NULL, NULL, '{}')",
+                (self.key, time.time()),
+            )
+            conn.execute("COMMIT")
+            self.version += 1
+        return time.perf_counter() - start
+
+
+class StoreCommits:
+    """``PlanRuntime.commit``: load (cached), compare-and-set, one journal row."""
+
+    def __init__(self, url: str) -> None:
+        self.runtime = PlanRuntime(PlanOptions(database_url=url), "agent")
+
+    async def run(self, count: int, writers: int = 1) -> float:
+        runtime = self.runtime
+
+        async def writer(scope: PlanScope) -> None:
+            for _ in range(count):
+                loaded = await runtime.load(scope)
+                event = JournalEvent(kind="mode.selected", actor="user", at=time.time())
+                await runtime.commit(scope, loaded, STATE, events=[event])
+
+        scopes = [PlanScope("bench", "u", uuid.uuid4().hex, "agent") for _ in range(writers)]
+        await runtime.store()
+        start = time.perf_counter()
+        await asyncio.gather(*(writer(scope) for scope in scopes))
+        return time.perf_counter() - start
+
+
+async def sqlite_figures(folder: Path, commits: int, rounds: int = 10) -> dict[str, float]:
+    """Commits/s of each, in small interleaved chunks: the disk's flush time here swings
+    by 5x from minute to minute, so only figures taken side by side compare."""
+    path = folder / "bench.db"
+    store = StoreCommits(f"sqlite:///{path}")
+    await store.runtime.store()  # creates the tables the raw loops use too
+    full, normal = RawCommits(path, "FULL"), RawCommits(path, "NORMAL")
+    spent = {"raw_full": 0.0, "store": 0.0, "raw_normal": 0.0}
+    chunk = max(commits // rounds, 1)
+    for _ in range(rounds):
+        spent["raw_full"] += full.run(chunk)
+        spent["store"] += await store.run(chunk)
+        spent["raw_normal"] += normal.run(chunk)
+    return {name: chunk * rounds / seconds for name, seconds in spent.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--commits", type=int, default=500)
+    parser.add_argument("--postgres", default=os.environ.get("PLANGATE_TEST_POSTGRES_URL"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        best = asyncio.run(sqlite_figures(Path(tmp), args.commits))
+    print("(a) plan-state compare-and-set + journal row, SQLite WAL, commits/s")
+    print(f"    raw sqlite3, synchronous=FULL    {best['raw_full']:8.0f}")
+    print(f"    PlanRuntime.commit (FULL)        {best['store']:8.0f}")
+    print(
+        f"    ratio to raw, same durability    {best['store'] / best['raw_full']:8.2f}x (goal >= 0.8)"
+    )
+    print(
+        f"    raw sqlite3, synchronous=NORMAL  {best['raw_normal']:8.0f} (not durable on power loss)"
+    )
+    if not args.postgres:
+        print("(b) PostgreSQL: skipped (pass --postgres URL)")
+        return
+    one = args.commits / asyncio.run(StoreCommits(args.postgres).run(args.commits, 1))
+    eight = 8 * args.commits / asyncio.run(StoreCommits(args.postgres).run(args.commits, 8))
+    print("(b) PostgreSQL, PlanRuntime.commit, each writer on its own session")
+    print(f"    1 writer                         {one:8.0f} commits/s")
+    print(f"    8 writers                        {eight:8.0f} commits/s (goal >= 2000)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Reads of versioned documents that are always current and almost always free.
+
+The gate reads the plan state before every tool call, so that read is the hot path. It
+takes no write lock and, on SQLite, no thread hop:
+
+- ``SqliteReader`` is a plain read-only ``sqlite3`` connection used in the calling
+  thread. In WAL mode a reader never waits for a writer, and a point read costs a few
+  microseconds -- less than handing it to a worker thread. If the file is busy anyway
+  (recovery, a checkpoint that truncates) it raises ``ReaderBusy`` at once and the
+  caller reads through the async engine instead, so the event loop never waits on a lock.
+- ``FreshDocuments`` caches each decoded document with a stamp. On SQLite the stamp is
+  ``PRAGMA data_version``, which changes whenever *any other* connection -- of this
+  process or another -- commits; an unchanged stamp proves the cached value current. A
+  changed stamp re-reads the row and decodes it only if its bytes changed. On PostgreSQL
+  the row is read every time (one round trip) and decoded only when it changed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from plangate.store.store import Document
+
+if TYPE_CHECKING:
+    from plangate.store.store import Store
+
+__all__ = ["FreshDocuments", "ReaderBusy", "SqliteReader"]
+
+T = TypeVar("T")
+
+_tokens = itertools.count(1)
+
+
+class ReaderBusy(Exception):
+    """The SQLite file could not be read without waiting; read another way."""
+
+
+class SqliteReader:
+    """A read-only, autocommit ``sqlite3`` connection for point reads of documents."""
+
+    def __init__(self, path: str) -> None:
+        # check_same_thread=False only so a store closed from another thread can close
+        # it; reads happen in the thread of the store's event loop.
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA query_only=ON")
+        # Never wait for a lock: the caller falls back to the async path instead.
+        self._conn.execute("PRAGMA busy_timeout=0")
+        self._version_cursor = self._conn.cursor()
+        self._row_cursor = self._conn.cursor()
+        self.token = next(_tokens)
+        """Tells this connection's ``data_version`` values apart from another's."""
+
+    def data_version(self) -> int:
+        try:
+            return self._version_cursor.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            raise ReaderBusy(str(exc)) from exc
+
+    def row(self, kind: str, key: str) -> tuple[Any, Any] | None:
+        """The stored ``(version, data)`` of a document (data as JSON text), or None."""
+        try:
+            return self._row_cursor.execute(
+                "SELECT version, data FROM plangate_documents WHERE kind = ? AND key = ?",
+                (kind, key),
+            ).fetchone()
+        except sqlite3.OperationalError as exc:
+            raise ReaderBusy(str(exc)) from exc
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+_MAX_ENTRIES = 4096
+
+
+class FreshDocuments(Generic[T]):
+    """Decoded documents of one kind, revalidated against the database on every get.
+
+    ``decode`` turns a key and its stored document (None: absent) into the value callers
+    use; the value is shared between callers, who must copy it before changing it.
+    """
+
+    def __init__(self, kind: str, decode: Callable[[str, Document | None], T]) -> None:
+        self.kind = kind
+        self._decode = decode
+        # key -> (stamp, raw row, decoded value); least recently used first.
+        self._entries: OrderedDict[str, tuple[tuple[int, int] | None, object, T]] = OrderedDict()
+
+    async def get(self, store: Store, key: str) -> T:
+        reader = store.reader
+        if reader is not None:
+            try:
+                return self._get_sqlite(reader, key)
+            except ReaderBusy:
+                pass
+        document = await store.get(self.kind, key)
+        raw = (document.version, document.data) if document is not None else None
+        return self._remember(key, None, raw, document)
+
+    def _get_sqlite(self, reader: SqliteReader, key: str) -> T:
+        stamp = (reader.token, reader.data_version())
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] == stamp:
+            self._entries.move_to_end(key)
+            return entry[2]
+        # Read the row after the stamp: a commit in between changes the stamp again, so
+        # the entry is re-checked next time rather than trusted stale.
+        row = reader.row(self.kind, key)
+        document = None
+        if row is not None and (entry is None or entry[1] != row):
+            data = row[1]
+            document = Document(json.loads(data) if isinstance(data, str) else data, row[0])
+        return self._remember(key, stamp, row, document)
+
+    def _remember(
+        self, key: str, stamp: tuple[int, int] | None, raw: object, document: Document | None
+    ) -> T:
+        entry = self._entries.get(key)
+        value = entry[2] if entry is not None and entry[1] == raw else self._decode(key, document)
+        self._entries[key] = (stamp, raw, value)
+        self._entries.move_to_end(key)
+        if len(self._entries) > _MAX_ENTRIES:
+            self._entries.popitem(last=False)
+        return value
+
+    def forget(self, key: str) -> None:
+        self._entries.pop(key, None)

@@ -1,0 +1,179 @@
+"""One commit of versioned documents and their journal rows, at the speed of the disk.
+
+A plan transition writes one document by compare-and-set and journals what happened,
+all in one transaction. Through the general ``Store.transaction`` each statement is a
+separate hop to the driver's thread; here the whole transaction is one function:
+
+- SQLite: one hop to a worker thread, where a plain ``sqlite3`` connection runs
+  ``BEGIN IMMEDIATE``, the compare-and-set updates, one ``executemany`` for the journal
+  rows and ``COMMIT``. Durability is SQLite's default, ``synchronous=FULL``: in WAL mode
+  ``NORMAL`` can lose the last commits on power loss, and an approval the user saw
+  recorded must survive that.
+- PostgreSQL: one transaction on the async engine with the journal rows in a single
+  ``executemany``.
+
+The guarantee is the store's: a lost compare-and-set raises ``Conflict`` and nothing of
+the commit is applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import insert
+
+from plangate.journal.events import JournalEvent
+from plangate.store.schema import journal
+from plangate.store.store import Conflict
+
+if TYPE_CHECKING:
+    from plangate.store.store import Store, Transaction
+
+__all__ = ["Put", "SqliteWriter", "commit"]
+
+
+@dataclass(frozen=True)
+class Put:
+    """Write ``data`` to a document if it is at ``expected_version`` (0: absent).
+
+    ``expected_version=None`` writes whatever version is there (an archive copy)."""
+
+    kind: str
+    key: str
+    data: Any
+    expected_version: int | None
+
+
+_JOURNAL_COLUMNS = (
+    "scope",
+    "kind",
+    "subject",
+    "from_state",
+    "to_state",
+    "actor",
+    "at",
+    "revision",
+    "sha256",
+    "detail",
+)
+_INSERT_JOURNAL = (
+    f"INSERT INTO plangate_journal ({', '.join(_JOURNAL_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _JOURNAL_COLUMNS)})"
+)
+
+
+class SqliteWriter:
+    """A ``sqlite3`` connection that commits whole transactions in a worker thread."""
+
+    def __init__(self, path: str) -> None:
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA busy_timeout=30000")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        # One thread of its own: transactions on this connection run one at a time, and
+        # commits waiting for the file lock never hold up the shared worker threads
+        # (queries, file searches) that asyncio.to_thread uses.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plangate-commit")
+
+    async def commit(
+        self, puts: Sequence[Put], events: Sequence[tuple[str, JournalEvent]]
+    ) -> list[int]:
+        rows = [_journal_row(scope, event) for scope, event in events]
+        documents = [(p.kind, p.key, json.dumps(p.data), p.expected_version) for p in puts]
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._commit, documents, rows)
+
+    def _commit(
+        self, documents: list[tuple[str, str, str, int | None]], rows: list[tuple[Any, ...]]
+    ) -> list[int]:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            versions = [_put(conn, *document) for document in documents]
+            if rows:
+                conn.executemany(_INSERT_JOURNAL, rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return versions
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=True)
+        self._conn.close()
+
+
+def _put(conn: sqlite3.Connection, kind: str, key: str, data: str, wanted: int | None) -> int:
+    now = time.time()
+    # None: whatever version is there (0 when absent).
+    expected: int = (_version(conn, kind, key) or 0) if wanted is None else wanted
+    if expected == 0:
+        try:
+            conn.execute(
+                "INSERT INTO plangate_documents (kind, key, version, data, updated_at) "
+                "VALUES (?, ?, 1, ?, ?)",
+                (kind, key, data, now),
+            )
+        except sqlite3.IntegrityError:
+            raise Conflict(kind, key, 0, _version(conn, kind, key)) from None
+        return 1
+    cursor = conn.execute(
+        "UPDATE plangate_documents SET version = ?, data = ?, updated_at = ? "
+        "WHERE kind = ? AND key = ? AND version = ?",
+        (expected + 1, data, now, kind, key, expected),
+    )
+    if cursor.rowcount != 1:
+        raise Conflict(kind, key, expected, _version(conn, kind, key))
+    return expected + 1
+
+
+def _version(conn: sqlite3.Connection, kind: str, key: str) -> int | None:
+    row: tuple[int] | None = conn.execute(
+        "SELECT version FROM plangate_documents WHERE kind = ? AND key = ?", (kind, key)
+    ).fetchone()
+    return row[0] if row is not None else None
+
+
+def _journal_row(scope: str, event: JournalEvent) -> tuple[Any, ...]:
+    return (
+        scope,
+        event.kind,
+        event.subject,
+        event.from_state,
+        event.to_state,
+        event.actor,
+        event.at,
+        event.revision,
+        event.sha256,
+        json.dumps(event.detail),
+    )
+
+
+async def commit(
+    store: Store, puts: Sequence[Put], events: Sequence[tuple[str, JournalEvent]]
+) -> list[int]:
+    """Apply ``puts`` and journal ``events`` (scope, event) in one transaction; the new
+    version of each put, in order. Raises ``Conflict`` with nothing applied."""
+    if store.writer is not None:
+        return await store.writer.commit(puts, events)
+    async with store.transaction() as tx:
+        versions = [await _put_async(tx, put) for put in puts]
+        if events:
+            await tx.connection.execute(
+                insert(journal), [{"scope": scope, **e.model_dump()} for scope, e in events]
+            )
+    return versions
+
+
+async def _put_async(tx: Transaction, put: Put) -> int:
+    expected = put.expected_version
+    if expected is None:
+        existing = await tx.get(put.kind, put.key)
+        expected = existing.version if existing is not None else 0
+    return await tx.put(put.kind, put.key, put.data, expected_version=expected)
