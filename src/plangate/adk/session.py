@@ -65,6 +65,7 @@ from plangate.adk.runner import function_reply
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope
 from plangate.adk.setup import plan_runtime
+from plangate.errors import ErrorCode, error_result
 from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
 from plangate.plan.record import PendingRequest, PlanRecord
@@ -323,10 +324,12 @@ class PlanSession:
                                 function_response=types.FunctionResponse(
                                     id=call.id,
                                     name=call.name,
-                                    response={
-                                        "error": "RUN_STOPPED: the user stopped the run before "
-                                        "this call finished; its effect, if any, is unknown"
-                                    },
+                                    response=error_result(
+                                        ErrorCode.RUN_STOPPED,
+                                        "the user stopped the run before this call "
+                                        "finished; its effect, if any, is unknown",
+                                        "check what the call did before you repeat it",
+                                    ),
                                 )
                             )
                             for call in cut_off

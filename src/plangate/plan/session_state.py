@@ -47,6 +47,14 @@ class IgnoredReply(BaseModel):
     reply: Any = None
     code: str | None = None
 
+    def refusal(self) -> ReplyIgnored:
+        """The refusal the model and the surfaces are shown for this reply."""
+        try:
+            code = ReplyErrorCode(self.code or ReplyErrorCode.INVALID_REPLY)
+        except ValueError:  # a state written before the codes existed
+            code = ReplyErrorCode.INVALID_REPLY
+        return ReplyIgnored(self.reason, code)
+
 
 class SelectionRequest(BaseModel):
     """A mode selection the user made that the next step boundary applies."""
@@ -114,7 +122,18 @@ class PlanSessionState(BaseModel):
         return transition
 
     def ignore(self, call_id: str, exc: ReplyIgnored, reply: Any) -> None:
-        self.ignored[call_id] = IgnoredReply(reason=exc.reason, reply=reply, code=exc.code.value)
+        self.ignored[call_id] = IgnoredReply(
+            reason=exc.reason, reply=reply, code=exc.reason_code.value
+        )
+
+    def reply_result(self, call_id: str) -> dict[str, Any] | None:
+        """What a human reply to ``call_id`` came to: the canonical result of an applied
+        reply, the refusal of an ignored one, or None while it is not resolved yet."""
+        resolution = self.resolutions.get(call_id)
+        if resolution is not None:
+            return resolution.result
+        ignored = self.ignored.get(call_id)
+        return ignored.refusal().to_result() if ignored is not None else None
 
 
 def _answered_id(transition: Transition) -> str | None:

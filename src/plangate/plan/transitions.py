@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from plangate.errors import CodedError, ErrorCode
 from plangate.journal.events import JournalEvent
 from plangate.plan.record import (
     ApprovalEvent,
@@ -21,7 +22,7 @@ from plangate.plan.record import (
     PlanStatus,
     Revision,
 )
-from plangate.plan.replies import ReplyErrorCode
+from plangate.plan.replies import REPLY_HINTS, ReplyErrorCode
 from plangate.plan.scope import Scope, ScopeError, parse_permission, parse_scope, plan_sha256
 
 __all__ = [
@@ -44,28 +45,42 @@ __all__ = [
 PREVIEW_CHARS = 2000
 
 
-class PlanError(Exception):
+class PlanError(CodedError):
     """A request the state machine refuses; returned to the model as a tool error."""
 
-    def __init__(self, code: Literal["INVALID_ARGS", "INVALID_STATE"], message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
+    def __init__(
+        self,
+        code: Literal[ErrorCode.INVALID_ARGS, ErrorCode.INVALID_STATE],
+        message: str,
+        hint: str | None = None,
+    ) -> None:
+        if hint is None:
+            hint = _PLAN_HINTS[code]
+        super().__init__(code, message, hint)
 
-    def to_result(self) -> dict[str, Any]:
-        return {"error": f"{self.code}: {self.message}"}
+
+_PLAN_HINTS = {
+    ErrorCode.INVALID_ARGS: "fix the argument and call the tool again",
+    ErrorCode.INVALID_STATE: "read the plan status in the error and take the step it allows",
+}
 
 
-class ReplyIgnored(Exception):
-    """A human reply that changes nothing (stale, duplicate, foreign or malformed)."""
+class ReplyIgnored(CodedError):
+    """A human reply that changes nothing (stale, duplicate, foreign or malformed).
+
+    Its result keeps the seed's ``HITL_REPLY_IGNORED`` code; ``reason_code`` says why.
+    """
 
     def __init__(self, reason: str, code: ReplyErrorCode = ReplyErrorCode.INVALID_REPLY) -> None:
-        super().__init__(reason)
+        super().__init__(
+            ErrorCode.HITL_REPLY_IGNORED,
+            reason,
+            REPLY_HINTS[code],
+            status="ignored",
+            reason_code=code.value,
+        )
         self.reason = reason
-        self.code = code
-
-    def to_result(self) -> dict[str, Any]:
-        return {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {self.reason}"}
+        self.reason_code = code
 
 
 @dataclass(frozen=True)
@@ -110,7 +125,7 @@ def _event(
 
 def _require_text(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise PlanError("INVALID_ARGS", f"'{name}' must be a non-empty string")
+        raise PlanError(ErrorCode.INVALID_ARGS, f"'{name}' must be a non-empty string")
     return value
 
 
@@ -142,9 +157,11 @@ def request_enter(
     objective = _require_text(objective, "objective")
     if current is not None and current.is_gate_active():
         if current.status is PlanStatus.PENDING_ENTER:
-            raise PlanError("INVALID_STATE", "an entry request is already waiting for the user")
+            raise PlanError(
+                ErrorCode.INVALID_STATE, "an entry request is already waiting for the user"
+            )
         raise PlanError(
-            "INVALID_STATE",
+            ErrorCode.INVALID_STATE,
             f"already in Plan Mode (status={current.status.value}); keep planning and "
             "submit the plan with exit_plan_mode",
         )
@@ -270,11 +287,11 @@ def update_content(
     """Append to or replace the plan body and/or set its scope; the revision moves only
     on a real change. ``scope`` (validated here) replaces the plan's scope when given."""
     if mode not in ("append", "replace"):
-        raise PlanError("INVALID_ARGS", f"mode must be 'append' or 'replace', got {mode!r}")
+        raise PlanError(ErrorCode.INVALID_ARGS, f"mode must be 'append' or 'replace', got {mode!r}")
     try:
         new_scope = parse_scope(scope)
     except ScopeError as exc:
-        raise PlanError("INVALID_ARGS", str(exc)) from None
+        raise PlanError(ErrorCode.INVALID_ARGS, str(exc)) from None
     if new_scope is None or content not in (None, ""):
         content = _require_text(content, "content")
     _require_status(record, {PlanStatus.EXPLORING, PlanStatus.DRAFTING}, "update the plan")
@@ -340,10 +357,10 @@ def request_exit(
     assert record is not None
     if not record.content.strip():
         raise PlanError(
-            "INVALID_STATE", "the plan is empty; write it with update_plan_content first"
+            ErrorCode.INVALID_STATE, "the plan is empty; write it with update_plan_content first"
         )
     if summary is not None and not isinstance(summary, str):
-        raise PlanError("INVALID_ARGS", "'summary' must be a string")
+        raise PlanError(ErrorCode.INVALID_ARGS, "'summary' must be a string")
     updated = record.model_copy(deep=True)
     updated.status = PlanStatus.PENDING_APPROVAL
     updated.updated_at = now
@@ -398,7 +415,7 @@ def ask_question(
     if options is not None and (
         not isinstance(options, list) or not all(isinstance(o, str) and o.strip() for o in options)
     ):
-        raise PlanError("INVALID_ARGS", "'options' must be a list of non-empty strings")
+        raise PlanError(ErrorCode.INVALID_ARGS, "'options' must be a list of non-empty strings")
     _require_status(
         record,
         {PlanStatus.EXPLORING, PlanStatus.DRAFTING, PlanStatus.PENDING_APPROVAL},
@@ -601,18 +618,20 @@ def _require_status(record: PlanRecord | None, allowed: set[PlanStatus], action:
     if record is not None and record.status in allowed:
         return
     if record is None or not record.is_gate_active():
-        raise PlanError("INVALID_STATE", f"cannot {action}: no active plan; call enter_plan_mode")
+        raise PlanError(
+            ErrorCode.INVALID_STATE, f"cannot {action}: no active plan; call enter_plan_mode"
+        )
     if record.status is PlanStatus.PENDING_APPROVAL:
         raise PlanError(
-            "INVALID_STATE",
+            ErrorCode.INVALID_STATE,
             f"cannot {action}: the plan is locked while it waits for approval; "
             "end your turn and wait for the reviewer",
         )
     if record.status is PlanStatus.PENDING_ENTER:
         raise PlanError(
-            "INVALID_STATE", f"cannot {action}: the user has not confirmed Plan Mode yet"
+            ErrorCode.INVALID_STATE, f"cannot {action}: the user has not confirmed Plan Mode yet"
         )
-    raise PlanError("INVALID_STATE", f"cannot {action} in status {record.status.value}")
+    raise PlanError(ErrorCode.INVALID_STATE, f"cannot {action} in status {record.status.value}")
 
 
 def _check_binding(pending: PendingRequest, response: dict[str, Any]) -> None:
@@ -779,7 +798,8 @@ def _resolve_exit(
         updated.status = PlanStatus.APPROVED
         updated.reviewer_note = note
         updated.suggested_content = None
-        edited_note = " with the reviewer's edits" if updated.sha256 != record.sha256 else ""
+        edited = updated.sha256 != record.sha256
+        edited_note = " with the reviewer's edits" if edited else ""
         message = (
             f"The user approved the plan (revision {updated.content_revisions}){edited_note}. "
             "Write tools are unlocked: implement the approved plan now."
@@ -791,7 +811,7 @@ def _resolve_exit(
         if note:
             message += f" Reviewer note: {note}"
         steps = plan_steps(updated.content)
-        result: dict[str, Any] = {"status": "approved", "message": message}
+        result: dict[str, Any] = {"status": "approved", "message": message, "edited": edited}
         if steps:
             result["message"] += " Track the steps with todo_write."
             result["suggested_todos"] = [{"content": s, "status": "pending"} for s in steps]

@@ -55,6 +55,7 @@ from plangate.adk.replies import replies_in
 from plangate.adk.runner import function_reply
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
+from plangate.errors import ErrorCode
 from plangate.plan.record import PendingRequest
 from plangate.plan.replies import ReplyError
 
@@ -72,10 +73,10 @@ __all__ = [
     "stopped_event",
 ]
 
-STALE_RESUME = "STALE_RESUME"
-AGENT_ERROR = "AGENT_ERROR"
-PROTOCOL_RUN_FAILED = "PROTOCOL_RUN_FAILED"
-RUN_STOPPED = "RUN_STOPPED"
+STALE_RESUME = ErrorCode.STALE_RESUME
+AGENT_ERROR = ErrorCode.AGENT_ERROR
+PROTOCOL_RUN_FAILED = ErrorCode.PROTOCOL_RUN_FAILED
+RUN_STOPPED = ErrorCode.RUN_STOPPED
 
 REASONS = {
     "enter": "plan_entry",
@@ -833,13 +834,8 @@ async def _reply_results(
     out: list[BaseEvent] = []
     waiting: list[str] = []
     for call_id in call_ids:
-        resolution = state.resolutions.get(call_id)
-        ignored = state.ignored.get(call_id)
-        if resolution is not None:
-            content = resolution.result
-        elif ignored is not None:
-            content = {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {ignored.reason}"}
-        else:
+        content = state.reply_result(call_id)
+        if content is None:
             waiting.append(call_id)
             continue
         out.append(

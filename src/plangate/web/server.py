@@ -56,6 +56,7 @@ from plangate.adk.database import (
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
 from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
+from plangate.errors import ErrorCode
 from plangate.web.agui import (
     BadRunInput,
     StateKeys,
@@ -87,9 +88,9 @@ SECURITY_HEADERS = [
 ]
 
 
-def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+def _error(status: int, code: ErrorCode, message: str, **headers: str) -> JSONResponse:
     return JSONResponse(
-        {"error": message, "code": code}, status_code=status, headers=headers or None
+        {"error": message, "code": code.value}, status_code=status, headers=headers or None
     )
 
 
@@ -123,12 +124,12 @@ class Guard:
         headers = Headers(scope=scope)
         host = headers.get("host", "")
         if self.allowed_hosts is not None and _hostname(host) not in self.allowed_hosts:
-            return _error(400, "BAD_HOST", f"host {host!r} is not served here")
+            return _error(400, ErrorCode.BAD_HOST, f"host {host!r} is not served here")
         origin = headers.get("origin")
         if scope["method"] not in ("GET", "HEAD") and origin is not None:
             expected = f"{scope.get('scheme', 'http')}://{host}"
             if origin.lower() != expected.lower():
-                return _error(403, "CROSS_ORIGIN", "cross-origin requests are refused")
+                return _error(403, ErrorCode.CROSS_ORIGIN, "cross-origin requests are refused")
         path: str = scope["path"]
         if self.require_token and not _is_public(path):
             given = headers.get("authorization", "")
@@ -138,7 +139,7 @@ class Guard:
             ):
                 return _error(
                     401,
-                    "UNAUTHORIZED",
+                    ErrorCode.UNAUTHORIZED,
                     "a bearer token is required (open the URL printed by plangate serve)",
                     **{"WWW-Authenticate": "Bearer"},
                 )
@@ -297,12 +298,12 @@ async def agent(request: Request) -> Response:
     try:
         run_input = await _parse_input(request, web.max_body_bytes)
     except BadRunInput as exc:
-        return _error(exc.status, "BAD_INPUT", exc.message)
+        return _error(exc.status, ErrorCode.BAD_INPUT, exc.message)
     thread_id = run_input.thread_id
     if thread_id in web.runs:
         return _error(
             409,
-            "RUN_IN_PROGRESS",
+            ErrorCode.RUN_IN_PROGRESS,
             f"thread {thread_id!r} already has a run in progress; wait for it",
         )
     web.runs[thread_id] = None  # reserved before any await: no second run can slip in
@@ -327,7 +328,7 @@ async def agent(request: Request) -> Response:
             await PlanSession.open(web.runner, user_id=web.user_id, session_id=thread_id)
     except BadRunInput as exc:
         await _end_run(web, thread_id, lease)
-        return _error(exc.status, "BAD_INPUT", exc.message)
+        return _error(exc.status, ErrorCode.BAD_INPUT, exc.message)
     except BaseException:
         await _end_run(web, thread_id, lease)
         raise
@@ -400,9 +401,9 @@ async def _thread_or_404(request: Request) -> tuple[WebState, str] | Response:
     web = _web(request)
     thread_id = request.path_params["thread_id"]
     if not THREAD_ID.match(thread_id):
-        return _error(422, "BAD_INPUT", "not a valid thread id")
+        return _error(422, ErrorCode.BAD_INPUT, "not a valid thread id")
     if not await web.exists(thread_id):
-        return _error(404, "NO_THREAD", f"no thread {thread_id!r}")
+        return _error(404, ErrorCode.NO_THREAD, f"no thread {thread_id!r}")
     return web, thread_id
 
 
@@ -445,10 +446,10 @@ async def select_mode(request: Request) -> Response:
     try:
         body = await _json_body(request, _web(request).max_body_bytes)
     except BadRunInput as exc:
-        return _error(exc.status, "BAD_INPUT", exc.message)
+        return _error(exc.status, ErrorCode.BAD_INPUT, exc.message)
     mode = body.get("mode")
     if mode not in ("plan", "agent"):
-        return _error(422, "BAD_INPUT", "'mode' must be 'plan' or 'agent'")
+        return _error(422, ErrorCode.BAD_INPUT, "'mode' must be 'plan' or 'agent'")
     return await _select_mode(request, mode)
 
 
@@ -459,7 +460,7 @@ async def _select_mode(request: Request, mode: str) -> Response:
     web, thread_id = found
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json":
-        return _error(415, "BAD_INPUT", "send Content-Type: application/json")
+        return _error(415, ErrorCode.BAD_INPUT, "send Content-Type: application/json")
     session = web.plan_session(thread_id)
     running = thread_id in web.runs
     if not running:
@@ -468,7 +469,7 @@ async def _select_mode(request: Request, mode: str) -> Response:
         message = await (session.select_plan() if mode == "plan" else session.leave_plan())
         data = await thread_json(session, running=running)
     except RuntimeError as exc:
-        return _error(409, "MODE_NOT_CHANGED", str(exc))
+        return _error(409, ErrorCode.MODE_NOT_CHANGED, str(exc))
     finally:
         if not running:
             web.runs.pop(thread_id, None)
