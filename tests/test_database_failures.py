@@ -26,8 +26,9 @@ from plangate.adk.database import prepare_database
 from plangate.adk.runner import build_runner
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
+from plangate.errors import ErrorCode
 from plangate.models.demo import DemoModel
-from plangate.store.errors import DatabaseError, DatabaseErrorCode
+from plangate.store.errors import DatabaseError
 from plangate.store.schema import schema_migrations
 from plangate.store.store import Store
 from plangate.web.server import create_app
@@ -146,7 +147,7 @@ def test_fix_12_2_a_dropped_table_is_noticed_at_start(tmp_path: Path, database_u
     asyncio.run(_drop(database_url, "plangate_journal"))
     with pytest.raises(DatabaseError) as caught:
         asyncio.run(Store.open(database_url))
-    assert caught.value.code is DatabaseErrorCode.TABLE_MISSING
+    assert caught.value.code is ErrorCode.DATABASE_TABLE_MISSING
     assert_one_line_exit_2(
         plangate(tmp_path, "serve", "--database-url", database_url),
         "plangate_journal",

@@ -35,7 +35,7 @@ def _sources() -> list[tuple[str, str]]:
     return [
         (str(path.relative_to(SRC)), path.read_text())
         for path in sorted(SRC.rglob("*.py"))
-        if path.name != "errors.py"
+        if path != SRC / "errors.py"  # the enum itself
     ]
 
 

@@ -83,6 +83,18 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "UNAUTHORIZED"  # the bearer token is missing or wrong
     NO_THREAD = "NO_THREAD"  # no thread with this id
     MODE_NOT_CHANGED = "MODE_NOT_CHANGED"  # the mode selection could not be applied
+    RUN_LEASE_LOST = "RUN_LEASE_LOST"  # this server lost the thread's run lease; it stopped
+
+    # -- the database -------------------------------------------------------------------
+    DATABASE_UNREACHABLE = "DATABASE_UNREACHABLE"  # the server does not answer
+    DATABASE_AUTH_FAILED = "DATABASE_AUTH_FAILED"  # wrong user or password
+    DATABASE_MISSING = "DATABASE_MISSING"  # no database of that name on the server
+    DATABASE_UNKNOWN_HOST = "DATABASE_UNKNOWN_HOST"  # the host name does not resolve
+    DATABASE_GONE = "DATABASE_GONE"  # the database file was deleted or replaced in use
+    DATABASE_SCHEMA_NEWER = "DATABASE_SCHEMA_NEWER"  # written by a newer plangate
+    DATABASE_TABLE_MISSING = "DATABASE_TABLE_MISSING"  # a table was dropped
+    TEXT_NOT_STORABLE = "TEXT_NOT_STORABLE"  # text the database refuses
+    DATABASE_ERROR = "DATABASE_ERROR"  # any other database failure
 
     # -- model providers ----------------------------------------------------------------
     MODEL_AUTH_FAILED = "MODEL_AUTH_FAILED"  # the provider refused the credentials

@@ -14,9 +14,9 @@ from google.adk.sessions import DatabaseSessionService
 from sqlalchemy import inspect, text
 
 from plangate.adk.setup import plan_runtime
+from plangate.errors import ErrorCode
 from plangate.store.errors import (
     DatabaseError,
-    DatabaseErrorCode,
     database_error,
     is_database_failure,
 )
@@ -27,7 +27,6 @@ from plangate.store.urls import redacted, resolve_database_url
 __all__ = [
     "ADK_TABLES",
     "DatabaseError",
-    "DatabaseErrorCode",
     "database_health",
     "failure_text",
     "is_database_failure",
@@ -72,7 +71,7 @@ async def _require_adk_tables(store: Store) -> None:
     missing = sorted(set(ADK_TABLES) - present)
     if missing:
         raise DatabaseError(
-            DatabaseErrorCode.TABLE_MISSING,
+            ErrorCode.DATABASE_TABLE_MISSING,
             f"{store.name} lacks the session table(s) {', '.join(missing)}",
             "run plangate db check --repair to recreate them (their rows are lost)",
         )

@@ -12,34 +12,14 @@ from __future__ import annotations
 
 import socket
 import sqlite3
-from enum import StrEnum
 
-__all__ = ["DatabaseError", "DatabaseErrorCode", "database_error", "is_database_failure"]
+from plangate.errors import CodedError, ErrorCode
 
-
-class DatabaseErrorCode(StrEnum):
-    UNREACHABLE = "DATABASE_UNREACHABLE"
-    AUTH_FAILED = "DATABASE_AUTH_FAILED"
-    MISSING = "DATABASE_MISSING"
-    UNKNOWN_HOST = "DATABASE_UNKNOWN_HOST"
-    GONE = "DATABASE_GONE"
-    SCHEMA_NEWER = "DATABASE_SCHEMA_NEWER"
-    TABLE_MISSING = "DATABASE_TABLE_MISSING"
-    TEXT_NOT_STORABLE = "TEXT_NOT_STORABLE"
-    FAILED = "DATABASE_ERROR"
+__all__ = ["DatabaseError", "database_error", "is_database_failure"]
 
 
-class DatabaseError(Exception):
+class DatabaseError(CodedError):
     """The database cannot do what was asked; ``message`` never contains SQL."""
-
-    def __init__(self, code: DatabaseErrorCode, message: str, hint: str = "") -> None:
-        super().__init__(f"{code.value}: {message}")
-        self.code = code
-        self.message = message
-        self.hint = hint
-
-    def __repr__(self) -> str:
-        return f"DatabaseError({self.code.value!r}, {self.message!r})"
 
     def line(self) -> str:
         """One line for a terminal: the problem, then what to do."""
@@ -87,19 +67,19 @@ def database_error(exc: BaseException, where: str = "the database") -> DatabaseE
             asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError,
         ):
             return DatabaseError(
-                DatabaseErrorCode.AUTH_FAILED,
+                ErrorCode.DATABASE_AUTH_FAILED,
                 f"{where} refused the login (wrong user or password)",
                 "check the user and password in the database URL",
             )
         if isinstance(item, asyncpg.InvalidCatalogNameError):
             return DatabaseError(
-                DatabaseErrorCode.MISSING,
+                ErrorCode.DATABASE_MISSING,
                 f"{where} does not exist",
                 "create it (createdb NAME) or fix the database name in the URL",
             )
         if isinstance(item, asyncpg.UndefinedTableError):
             return DatabaseError(
-                DatabaseErrorCode.TABLE_MISSING,
+                ErrorCode.DATABASE_TABLE_MISSING,
                 f"a table is missing in {where}",
                 "run plangate db check",
             )
@@ -107,25 +87,25 @@ def database_error(exc: BaseException, where: str = "the database") -> DatabaseE
             item, asyncpg.UntranslatableCharacterError | asyncpg.CharacterNotInRepertoireError
         ):
             return DatabaseError(
-                DatabaseErrorCode.TEXT_NOT_STORABLE,
+                ErrorCode.TEXT_NOT_STORABLE,
                 "the text holds a character the database cannot store (such as NUL)",
                 "remove control characters and retry",
             )
         if isinstance(item, socket.gaierror):
             return DatabaseError(
-                DatabaseErrorCode.UNKNOWN_HOST,
+                ErrorCode.DATABASE_UNKNOWN_HOST,
                 f"the host of {where} is unknown",
                 "fix the host name in the database URL",
             )
         if isinstance(item, sqlite3.OperationalError) and "unable to open" in str(item):
             return DatabaseError(
-                DatabaseErrorCode.GONE,
+                ErrorCode.DATABASE_GONE,
                 f"{where} cannot be opened (its folder is missing or not writable)",
                 "restore the folder or point --database-url at a writable place",
             )
         if isinstance(item, sqlite3.OperationalError) and "no such table" in str(item):
             return DatabaseError(
-                DatabaseErrorCode.TABLE_MISSING,
+                ErrorCode.DATABASE_TABLE_MISSING,
                 f"a table is missing in {where}",
                 "run plangate db check",
             )
@@ -138,18 +118,18 @@ def database_error(exc: BaseException, where: str = "the database") -> DatabaseE
         )
         if isinstance(item, lost):
             return DatabaseError(
-                DatabaseErrorCode.UNREACHABLE,
+                ErrorCode.DATABASE_UNREACHABLE,
                 f"{where} is unreachable",
                 "check that the server is running and the host and port are right",
             )
         if type(item).__name__ in ("InterfaceError", "ConnectionFailureError"):
             return DatabaseError(
-                DatabaseErrorCode.UNREACHABLE,
+                ErrorCode.DATABASE_UNREACHABLE,
                 f"the connection to {where} was lost",
                 "retry once the database is back",
             )
     return DatabaseError(
-        DatabaseErrorCode.FAILED,
+        ErrorCode.DATABASE_ERROR,
         f"{where} failed ({_driver_name(chain)})",
         "retry; if it persists, run plangate db check",
     )

@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from plangate.store.errors import DatabaseError, DatabaseErrorCode
+from plangate.errors import ErrorCode
+from plangate.store.errors import DatabaseError
 from plangate.store.urls import sqlite_path
 
 __all__ = ["FileIdentity", "guard_sqlite_file"]
@@ -40,7 +41,7 @@ class FileIdentity:
             return
         if found != self.identity:
             raise DatabaseError(
-                DatabaseErrorCode.GONE,
+                ErrorCode.DATABASE_GONE,
                 f"the database file {self.path} was deleted or replaced while in use",
                 "restore it from a backup and restart plangate; nothing more was written",
             )

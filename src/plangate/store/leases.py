@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from plangate.errors import ErrorCode
 from plangate.store.schema import run_leases
 from plangate.store.store import Store
 
@@ -51,7 +52,7 @@ class Lease:
 class LeaseHeld(Exception):
     """Another run holds the thread (in this process or another)."""
 
-    code = "RUN_IN_PROGRESS"
+    code = ErrorCode.RUN_IN_PROGRESS
 
     def __init__(self, lease: Lease) -> None:
         super().__init__(f"thread {lease.thread_key!r} has a run in progress ({lease.run_id})")

@@ -21,8 +21,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from plangate.errors import ErrorCode
 from plangate.journal.events import JournalEvent
-from plangate.store.errors import DatabaseError, DatabaseErrorCode, database_error
+from plangate.store.errors import DatabaseError, database_error
 from plangate.store.file_guard import guard_sqlite_file
 from plangate.store.schema import (
     MIGRATIONS,
@@ -292,7 +293,7 @@ def _refuse_newer(done: set[int], name: str) -> None:
     newest = max(done, default=0)
     if newest > SCHEMA_VERSION:
         raise DatabaseError(
-            DatabaseErrorCode.SCHEMA_NEWER,
+            ErrorCode.DATABASE_SCHEMA_NEWER,
             f"{name} has schema version {newest}, newer than this plangate knows "
             f"({SCHEMA_VERSION})",
             "upgrade plangate (pip install -U plangate) or point --database-url elsewhere",
@@ -309,7 +310,7 @@ async def _require_tables(conn: AsyncConnection, done: set[int], name: str) -> N
     missing = sorted(expected - present)
     if missing:
         raise DatabaseError(
-            DatabaseErrorCode.TABLE_MISSING,
+            ErrorCode.DATABASE_TABLE_MISSING,
             f"{name} lacks the table(s) {', '.join(missing)}",
             "run plangate db check --repair to recreate them (their rows are lost)",
         )

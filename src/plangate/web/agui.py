@@ -802,7 +802,7 @@ def lease_lost_event() -> RunErrorEvent:
     return RunErrorEvent(
         message="this server lost the thread (its lease could not be renewed in time) and "
         "stopped the run; what was stored is kept -- send the message again to continue",
-        code="RUN_LEASE_LOST",
+        code=ErrorCode.RUN_LEASE_LOST,
         timestamp=_now_ms(),
     )
 

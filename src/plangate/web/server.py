@@ -49,7 +49,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plangate.adk.database import (
     DatabaseError,
-    DatabaseErrorCode,
     database_error,
     database_health,
 )
@@ -90,7 +89,7 @@ SECURITY_HEADERS = [
 
 def _error(status: int, code: ErrorCode, message: str, **headers: str) -> JSONResponse:
     return JSONResponse(
-        {"error": message, "code": code.value}, status_code=status, headers=headers or None
+        {"error": message, "code": str(code)}, status_code=status, headers=headers or None
     )
 
 
@@ -238,8 +237,8 @@ async def database_failed(request: Request, exc: Exception) -> Response:
     """A request the database could not serve: its code and a plain line, never the
     statement or the driver's text."""
     error = database_error(exc)
-    status = 422 if error.code is DatabaseErrorCode.TEXT_NOT_STORABLE else 503
-    return _error(status, error.code.value, error.line())
+    status = 422 if error.code is ErrorCode.TEXT_NOT_STORABLE else 503
+    return _error(status, error.code, error.line())
 
 
 async def info(request: Request) -> Response:
@@ -314,7 +313,7 @@ async def agent(request: Request) -> Response:
         web.runs.pop(thread_id, None)
         return _error(
             409,
-            "RUN_IN_PROGRESS",
+            ErrorCode.RUN_IN_PROGRESS,
             f"thread {thread_id!r} already has a run in progress on another server; wait for it",
         )
     except BaseException:
