@@ -57,7 +57,7 @@ def describe_result(name: str, result: dict[str, Any]) -> Outcome:
         targets = [str(t) for t in result.get("handoff_targets") or []]
         if targets:
             message += f"; it needs {' or '.join(targets)} (a handoff)"
-    if code in _REFUSALS:
+    if code is not None and code in _REFUSALS:
         return Outcome("refused", message, hint, code, _REFUSALS[code])
     return Outcome("error", message, hint, code)
 

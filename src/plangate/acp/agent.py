@@ -48,7 +48,7 @@ from acp.schema import (
     SetSessionModeResponse,
     StopReason,
 )
-from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.agents.run_config import RunConfig
 from google.adk.models.base_llm import BaseLlm
 from google.adk.runners import Runner
 from google.genai import types
@@ -58,6 +58,7 @@ from plangate.acp import commands, mapping, requests
 from plangate.acp.listing import CWD_KEY, TITLE_KEY, session_page, title_for
 from plangate.acp.mcp import SessionToolsets, check_servers, start_servers
 from plangate.acp.plan_file import PlanFile
+from plangate.adk.contract import StreamingMode
 from plangate.adk.database import failure_text
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key

@@ -29,6 +29,8 @@ from acp.schema import (
     ConfigOptionUpdate,
     CurrentModeUpdate,
     PlanEntry,
+    PlanEntryStatus,
+    SessionConfigOptionBoolean,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
     SessionMode,
@@ -123,7 +125,7 @@ def session_modes(current: str) -> SessionModeState:
     return SessionModeState(current_mode_id=current, available_modes=list(_MODES))
 
 
-def config_options(current: str) -> list[SessionConfigOptionSelect]:
+def config_options(current: str) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
     """The mode as a session config option (category ``mode``), the successor of modes."""
     return [
         SessionConfigOptionSelect(
@@ -383,9 +385,7 @@ def plan_entries(record: PlanRecord | None, todos: Sequence[Any] | None) -> list
             PlanEntry(
                 content=str(t["content"]),
                 priority="medium",
-                status=t.get("status")
-                if t.get("status") in ("pending", "in_progress", "completed")
-                else "pending",
+                status=_entry_status(t.get("status")),
             )
             for t in cleaned
         ]
@@ -426,3 +426,9 @@ def protocol_refusal(before: dict[str, Any] | None, after: dict[str, Any] | None
         "Type “try again” to retry: the agent can then hand the task over to the protocol "
         "it needs (such as data-analysis). Or rephrase the request."
     )
+
+
+def _entry_status(value: object) -> PlanEntryStatus:
+    if value == "in_progress":
+        return "in_progress"
+    return "completed" if value == "completed" else "pending"

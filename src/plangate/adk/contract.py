@@ -11,6 +11,8 @@ Kept in one module so an ADK upgrade has one place to look, and pinned by
 - ``BaseTool._get_declaration``: ADK asks every tool for its declaration at every model
   step and builds it from the function's signature each time; the plan tools' never
   changes, so it is built once.
+- ``StreamingMode``: used by every runner, but exported from ``run_config`` only as a
+  re-import of a private module.
 - Call ids: a function call the model sent without an id gets one from ADK starting with
   ``adk-``, and ADK removes those ids again from the request it sends to the model. Ids a
   model sent itself reach the model unchanged.
@@ -18,6 +20,7 @@ Kept in one module so an ADK upgrade has one place to look, and pinned by
 
 from __future__ import annotations
 
+from google.adk.agents import run_config as _run_config
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event
 from google.adk.tools import FunctionTool
@@ -29,10 +32,13 @@ __all__ = [
     "ADK_CALL_ID_PREFIX",
     "DeclaredOnceFunctionTool",
     "DeclaredOnceLongRunningTool",
+    "StreamingMode",
     "current_branch_events",
     "is_adk_call_id",
     "refresh_tools_every_step",
 ]
+
+StreamingMode = _run_config.StreamingMode  # pyright: ignore[reportPrivateImportUsage]
 
 ADK_CALL_ID_PREFIX = "adk-"
 """ADK's prefix for the call ids it generates (``AF_FUNCTION_CALL_ID_PREFIX``)."""

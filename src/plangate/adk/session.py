@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -226,7 +226,7 @@ class PlanSession:
         *,
         state_delta: dict[str, Any] | None = None,
         run_config: RunConfig | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event]:
         """Run one turn (a user message, or the resume message of a paused run)."""
         if isinstance(message, str):
             message = types.Content(role="user", parts=[types.Part(text=message)])

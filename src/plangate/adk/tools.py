@@ -218,6 +218,7 @@ async def _apply(
     several paused calls of one step leave the mirror at the last of them.
     """
     scope = scope_of(tool_context, runtime.branch)
+    conflict: Conflict | None = None
     async with _lock(scope.key):
         for _ in range(_MAX_ATTEMPTS):
             loaded = await runtime.load(scope)
@@ -236,6 +237,7 @@ async def _apply(
             if paused:
                 await _mirror_while_paused(runtime, tool_context, transition.record)
             return transition
+        assert conflict is not None  # every attempt lost a compare-and-set
         return _conflict(conflict)
 
 
@@ -333,7 +335,7 @@ async def _mirror_while_paused(
     runner's own invocation) so UIs reading session state see the pending request now."""
     ctx = tool_context.get_invocation_context()
     event = Event(
-        author=ctx.agent.name,
+        author=tool_context.agent_name,
         invocation_id=ctx.invocation_id,
         branch=ctx.branch,
         actions=EventActions(state_delta={runtime.state_key: record.dump()}),

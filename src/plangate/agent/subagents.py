@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.adk.agents import BaseAgent, LlmAgent
-from google.adk.agents.run_config import StreamingMode  # pyright: ignore[reportPrivateImportUsage]
 from google.adk.apps import App
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -37,6 +36,7 @@ from google.adk.tools import BaseTool, FunctionTool, ToolContext
 from google.genai import types
 
 from plangate.adk.boundary import Boundary, boundary_of
+from plangate.adk.contract import StreamingMode
 from plangate.adk.scope import governing_scope, scope_of
 from plangate.adk.setup import plan_runtime
 from plangate.adk.tools import PlanToolSet

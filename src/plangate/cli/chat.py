@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.agents.run_config import RunConfig
 from google.genai import types
 from rich.console import Console
 from rich.markup import escape
@@ -24,6 +24,7 @@ from rich.panel import Panel
 from rich.status import Status
 from rich.text import Text
 
+from plangate.adk.contract import StreamingMode
 from plangate.adk.database import failure_text
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -180,7 +180,10 @@ def decide(
         if (
             isinstance(tools, list)
             and tools
-            and all(isinstance(t, str) and t in policy.readonly_tool_names for t in tools)
+            and all(
+                isinstance(t, str) and t in policy.readonly_tool_names
+                for t in cast("list[object]", tools)
+            )
         ):
             return GateDecision(True, "read-only dynamic sub-agent")
         allowed = ", ".join(sorted(policy.readonly_tool_names))

@@ -10,12 +10,14 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from plangate.errors import CodedError, ErrorCode
 from plangate.journal.events import JournalEvent
 from plangate.plan.record import (
     ApprovalEvent,
+    Decision,
+    DecisionKind,
     PendingRequest,
     PlanQuestion,
     PlanRecord,
@@ -93,7 +95,7 @@ class Transition:
     """A finished plan that a new planning cycle replaced; kept readable, never lost."""
     decision: ApprovalEvent | None = None
     """The human decision this transition applied, if any (drives ``on_approval``)."""
-    resolutions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resolutions: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
     """Canonical results for function-call ids this transition resolved."""
 
 
@@ -130,7 +132,13 @@ def _require_text(value: Any, name: str) -> str:
 
 
 def _new_record(
-    *, status: PlanStatus, objective: str, branch: str, entry: str, now: float, plan_id: str | None
+    *,
+    status: PlanStatus,
+    objective: str,
+    branch: str,
+    entry: Literal["model", "selection"],
+    now: float,
+    plan_id: str | None,
 ) -> PlanRecord:
     return PlanRecord(
         id=plan_id or _new_id(),
@@ -359,7 +367,7 @@ def request_exit(
         raise PlanError(
             ErrorCode.INVALID_STATE, "the plan is empty; write it with update_plan_content first"
         )
-    if summary is not None and not isinstance(summary, str):
+    if summary is not None and not isinstance(summary, str):  # pyright: ignore[reportUnnecessaryIsInstance] -- models send any JSON
         raise PlanError(ErrorCode.INVALID_ARGS, "'summary' must be a string")
     updated = record.model_copy(deep=True)
     updated.status = PlanStatus.PENDING_APPROVAL
@@ -413,9 +421,11 @@ def ask_question(
     """Ask the user a clarifying question while planning; the run pauses for the answer."""
     question = _require_text(question, "question")
     if options is not None and (
-        not isinstance(options, list) or not all(isinstance(o, str) and o.strip() for o in options)
+        not isinstance(options, list)
+        or not all(isinstance(o, str) and o.strip() for o in cast("list[object]", options))
     ):
         raise PlanError(ErrorCode.INVALID_ARGS, "'options' must be a list of non-empty strings")
+    options = cast("list[str] | None", options)
     _require_status(
         record,
         {PlanStatus.EXPLORING, PlanStatus.DRAFTING, PlanStatus.PENDING_APPROVAL},
@@ -544,6 +554,7 @@ def apply_reply(
         raise ReplyIgnored(f"call id {call_id!r} belongs to {pending.tool_name}, not {tool_name}")
     if not isinstance(response, dict):
         raise ReplyIgnored("the reply must be a JSON object")
+    response = cast("dict[str, Any]", response)
     status = response.get("status")
     if isinstance(status, str) and status.startswith("pending_"):
         raise ReplyIgnored("the reply echoes the pending request instead of deciding it")
@@ -702,12 +713,12 @@ def _scope_line(scope: Scope | None) -> str:
 def _decision(
     record: PlanRecord,
     pending: PendingRequest,
-    decision: str,
+    decision: Decision,
     *,
     actor: str,
     now: float,
     note: str | None,
-    kind: str | None = None,
+    kind: DecisionKind | None = None,
 ) -> ApprovalEvent:
     return ApprovalEvent(
         approval_id=pending.approval_id,
@@ -902,7 +913,7 @@ def _decided(
     pending: PendingRequest,
     result: dict[str, Any],
     *,
-    decision: str,
+    decision: Decision,
     actor: str,
     now: float,
     note: str | None,

@@ -122,7 +122,7 @@ class SessionFork:
 
 
 def _revision(row: Row[Any]) -> IntentRevision:
-    m = row._mapping
+    m = row._mapping  # pyright: ignore[reportPrivateUsage] -- SQLAlchemy's public Row API
     return IntentRevision(
         id=m["id"],
         intent_id=m["intent_id"],

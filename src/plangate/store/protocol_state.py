@@ -134,7 +134,7 @@ class ProtocolStateStore:
         return Versioned(ProtocolState.model_validate(document.data), document.version)
 
     async def segments(self, scope_key: str, run: RunRecord) -> list[Versioned[ProtocolState]]:
-        found = []
+        found: list[Versioned[ProtocolState]] = []
         for segment_id in run.segment_ids:
             segment = await self.segment(scope_key, segment_id)
             if segment is None:

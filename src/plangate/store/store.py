@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import event, insert, inspect, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -149,7 +149,10 @@ class Transaction:
 
     async def append(self, scope: str, entry: JournalEvent) -> int:
         result = await self._conn.execute(insert(journal).values(scope=scope, **entry.model_dump()))
-        return int(result.inserted_primary_key[0])
+        key = result.inserted_primary_key
+        if key is None:
+            raise RuntimeError("the journal insert returned no row id")
+        return int(cast(int, key[0]))
 
     async def append_all(self, scope: str, entries: Iterable[JournalEvent]) -> None:
         """Journal ``entries`` in order, in one statement (an executemany)."""
@@ -239,7 +242,7 @@ class Store:
         return self.url.startswith("sqlite")
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Transaction]:
+    async def transaction(self) -> AsyncGenerator[Transaction]:
         async with self.engine.begin() as conn:
             yield Transaction(conn)
 
@@ -255,7 +258,11 @@ class Store:
             rows = (await conn.execute(query)).all()
         return [
             JournalEntry(
-                seq=row.seq, scope=row.scope, event=JournalEvent.model_validate(row._mapping)
+                seq=row.seq,
+                scope=row.scope,
+                event=JournalEvent.model_validate(
+                    row._mapping  # pyright: ignore[reportPrivateUsage] -- public Row API
+                ),
             )
             for row in rows
         ]

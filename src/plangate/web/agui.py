@@ -45,10 +45,11 @@ from ag_ui.core import (
     UserMessage,
 )
 from google.adk.agents import LlmAgent
-from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event
 from google.genai import types
 
+from plangate.adk.contract import StreamingMode
 from plangate.adk.database import failure_text
 from plangate.adk.protocols import protocol_runtime
 from plangate.adk.replies import replies_in
@@ -684,6 +685,7 @@ async def run_events(
                 yield _finished(thread_id, run_id, waiting.open)
                 return
             message = waiting.message
+            assert message is not None  # awaiting() is ready: its resume message exists
             unanswered = _call_ids(message)
         translator = EventTranslator()
         assert message is not None

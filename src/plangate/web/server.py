@@ -332,7 +332,7 @@ async def agent(request: Request) -> Response:
         await _end_run(web, thread_id, lease)
         raise
 
-    encoder = EventEncoder(accept=request.headers.get("accept"))
+    encoder = EventEncoder(accept=request.headers.get("accept") or "")
     queue: asyncio.Queue[str | None] = asyncio.Queue()
 
     async def produce() -> None:

@@ -1618,6 +1618,12 @@
     if (info.ok) {
       $("model-info").textContent = info.body.model || "";
       $("model-info").title = info.body.workspace ? `workspace: ${info.body.workspace}` : "";
+      if (info.body.workspace) {
+        // Every thread of this server works on the same folder: say so before the first task.
+        const note = $("workspace-note");
+        note.textContent = `Every thread works on the same folder: ${info.body.workspace} (what one thread changed, the next one sees).`;
+        note.hidden = false;
+      }
       const sandbox = info.body.sandbox;
       if (sandbox) {
         $("sandbox-info").textContent = sandbox.available ? "sandboxed" : "⚠ no sandbox";
