@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from google.adk.agents import LlmAgent
@@ -10,6 +11,7 @@ from google.genai import types
 
 from plangate.adk import PlanOptions, get_plan_record, setup_plan
 from plangate.adk.runner import build_runner, function_reply
+from plangate.errors import ErrorCode
 from plangate.models.scripted import ScriptedLlm
 from plangate.plan.record import PlanRecord
 from plangate.policy.effects import Effect, declare_effect
@@ -107,13 +109,35 @@ class Harness:
 
 
 def tool_results(events: list[Event], name: str | None = None) -> list[dict[str, Any]]:
-    return [
+    results = [
         dict(part.function_response.response or {})
         for event in events
         for part in (event.content.parts if event.content else []) or []
         if part.function_response is not None
         and (name is None or part.function_response.name == name)
     ]
+    for result in results:
+        check_error_shape(result)
+    return results
+
+
+_CODE_PREFIX = re.compile(r"^([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)[:\s]")
+
+
+def check_error_shape(result: dict[str, Any]) -> None:
+    """Every error a scenario produces is of the one error model: a known code, a
+    message and a hint beside the seed's ``"<CODE>: message"`` text. Run on every result
+    the scenarios read, so each real run checks its errors."""
+    error = result.get("error")
+    if not isinstance(error, str):
+        return
+    prefix = _CODE_PREFIX.match(error)
+    if prefix is None and "code" not in result:
+        return  # a foreign tool's plain error text
+    assert "code" in result, f"a coded error without a code field: {result}"
+    code = ErrorCode(result["code"])  # raises for a code outside the enum
+    assert isinstance(result.get("message"), str) and "hint" in result, result
+    assert error.startswith(code.value), result
 
 
 def paused_call_id(events: list[Event], name: str) -> str:

@@ -112,7 +112,10 @@ async def test_planned_fix_with_question_and_approval_in_one_prompt(
         assert early_edit.locations[0].path == str(workspace / "inventory" / "stock.py")
         [refused] = client.results(early_edit.tool_call_id)
         assert refused.status == "failed"
-        assert "PLAN_MODE_GATE" in refused.content[0].content.text
+        shown = refused.content[0].content.text
+        assert shown.startswith("Refused by the plan gate (PLAN_MODE_GATE): tool 'Edit'")
+        # The hint comes from the result's field, under the message.
+        assert "What to do: explore with read-only tools" in shown
         assert [u.status for u in client.results(late_edit.tool_call_id)] == ["completed"]
 
         (question, options, _), (approval, approval_options, asked_at) = client.permissions

@@ -348,7 +348,7 @@ async def test_stdio_mcp_servers_are_session_tools_under_the_plan_gate(
         [call] = client.calls("notes_echo", start)
         [refused_call] = client.results(call.tool_call_id)
         assert refused_call.status == "failed"
-        assert "Refused by the plan gate: PLAN_MODE_GATE" in refused_call.content[0].content.text
+        assert "Refused by the plan gate (PLAN_MODE_GATE)" in refused_call.content[0].content.text
         assert "echo: again" not in client.text(start)
 
         # Another session does not get this session's server.

@@ -109,9 +109,10 @@ async def assert_gated_then_reset(
         [text("stuck")],
     )
     events = await collect(session, "write it")
-    refusal = tool_results(events, "Write")[0]["error"]
+    refused = tool_results(events, "Write")[0]
+    refusal = refused["error"]
     assert refusal.startswith("PLAN_MODE_GATE") and "stored plan state is corrupt" in refusal
-    assert names in refusal and "/plan off" in refusal
+    assert names in refusal and "/plan off" in refused["hint"]
     assert tool_results(events, "Read") == [{"path": "a", "content": "contents of a"}]
     plan_tool = tool_results(events, "update_plan_content")[0]["error"]
     assert "no readable plan" in plan_tool

@@ -303,7 +303,9 @@ def test_gate_blocks_writes_in_every_active_status(status_record: str) -> None:
     }[status_record]()
     decision = gate("Write", record, Effect.WRITE)
     assert not decision.allowed
-    assert decision.message.startswith("PLAN_MODE_GATE: tool 'Write'")
+    result = decision.to_result()
+    assert result["error"].startswith("PLAN_MODE_GATE: tool 'Write'")
+    assert result["code"] == "PLAN_MODE_GATE" and result["hint"] == decision.hint != ""
     assert f"'{status_record}'" in decision.message
 
 
@@ -337,7 +339,7 @@ def test_subagent_rules() -> None:
     assert gate("spawn_subagent", record, subagent_type="Plan").allowed
     for bad in ("default", "general-purpose", None):
         decision = gate("spawn_subagent", record, subagent_type=bad)
-        assert not decision.allowed and "Explore, Plan" in decision.message
+        assert not decision.allowed and "Explore, Plan" in decision.hint
     assert gate("dynamic_subagent", record, tools=["Read", "Grep"]).allowed
     assert not gate("dynamic_subagent", record, tools=["Read", "Write"]).allowed
     assert not gate("dynamic_subagent", record, tools=[]).allowed

@@ -171,8 +171,9 @@ async def test_a_refused_amendment_leaves_the_file_untouched(tmp_path: Path) -> 
     record = await session.record()
     assert record is not None and record.scope == Scope(**SCOPE)
     # The model saw the refusal as the call's result.
-    seen = str(model.requests[-1].contents[-1])
-    assert "SCOPE_AMENDMENT_REFUSED" in seen
+    (seen,) = model.requests[-1].contents[-1].parts or []
+    assert seen.function_response is not None and seen.function_response.response
+    assert seen.function_response.response["code"] == "SCOPE_AMENDMENT_REFUSED"
 
 
 async def test_a_command_outside_the_prefixes_waits(tmp_path: Path) -> None:

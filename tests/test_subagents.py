@@ -125,8 +125,8 @@ async def test_general_purpose_is_refused_by_the_gate_in_plan_mode(
         [text("refused")],
     )
     events = await h.send("fix it")
-    error = tool_results(events, "spawn_subagent")[0]["error"]
-    assert error.startswith("PLAN_MODE_GATE") and "Explore" in error
+    refused = tool_results(events, "spawn_subagent")[0]
+    assert refused["error"].startswith("PLAN_MODE_GATE") and "Explore" in refused["hint"]
     assert len(model.requests) == 2 and child_requests(model) == []
 
 
@@ -296,7 +296,7 @@ async def test_bad_arguments_are_errors_the_model_sees_in_the_same_run(
     assert "available: Bash, Edit, Glob, Grep, Read, Write, todo_write" in errors[2]
     assert "at least one tool" in errors[3]
     assert "unknown tool(s) 'spawn_subagent'" in errors[4]
-    assert seen == [{"error": errors[4]}]
+    assert [s["error"] for s in seen] == [errors[4]] and seen[0]["code"] == "INVALID_ARGS"
     assert child_requests(model) == []
 
 

@@ -106,6 +106,10 @@ def last_run(page: Any) -> list[dict[str, Any]]:
 def test_plan_question_approve_with_edit_then_implement_and_reload(page: Any, server: Any) -> None:
     open_page(page, server.url)
     assert "No plan yet" in page.locator("#plan-body").inner_text()
+    # The demo's threads share one workspace, and the page says which.
+    note = page.locator("#workspace-note")
+    note.wait_for()
+    assert "Every thread works on the same folder" in note.inner_text()
     shot(page, "01-empty")
     start_task(page, server.url, "plan", navigate=False)
     question = page.locator(".card.question")

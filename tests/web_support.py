@@ -82,6 +82,7 @@ def demo_app(
     )
     options.setdefault("require_token", False)
     options.setdefault("token", None)
+    options.setdefault("about", {"workspace": str(workspace)})  # as `plangate serve` does
     return create_app(runner=runner, **options), workspace
 
 

@@ -48,7 +48,7 @@ from acp.schema import (
     SetSessionModeResponse,
     StopReason,
 )
-from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.agents.run_config import RunConfig
 from google.adk.models.base_llm import BaseLlm
 from google.adk.runners import Runner
 from google.genai import types
@@ -58,6 +58,8 @@ from plangate.acp import commands, mapping, requests
 from plangate.acp.listing import CWD_KEY, TITLE_KEY, session_page, title_for
 from plangate.acp.mcp import SessionToolsets, check_servers, start_servers
 from plangate.acp.plan_file import PlanFile
+from plangate.adk.contract import StreamingMode
+from plangate.adk.database import failure_text
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
 from plangate.plan.record import PendingRequest, PlanStatus
@@ -433,7 +435,7 @@ class PlangateAgent:
             raise
         except Exception as exc:  # a model or tool failure must not take the connection down
             logger.exception("the turn of session %s failed", live.id)
-            reason = f"The run failed: {type(exc).__name__}: {exc}"
+            reason = f"The run failed: {failure_text(exc)[1]}"
             for update in mapper.interrupted(reason):
                 await self._send(live, update)
             await self._say(live, f"{reason}\nThe session is saved; send a message to retry.")

@@ -8,7 +8,6 @@ functions build.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,8 @@ from acp.schema import (
     ConfigOptionUpdate,
     CurrentModeUpdate,
     PlanEntry,
+    PlanEntryStatus,
+    SessionConfigOptionBoolean,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
     SessionMode,
@@ -46,6 +47,7 @@ from plangate.acp.markdown import data_table
 from plangate.adk.session import ModeState
 from plangate.plan.record import PlanRecord, PlanStatus
 from plangate.plan.transitions import plan_steps
+from plangate.result_text import describe_result, summarize_result
 
 __all__ = [
     "DEFAULT_MODE",
@@ -87,8 +89,6 @@ _MODES = (
     ),
 )
 
-GATE_PREFIX = "PLAN_MODE_GATE"
-PHASE_PREFIX = "ACTION_NOT_ALLOWED_IN_PHASE"
 
 _KINDS: dict[str, ToolKind] = {
     "Read": "read",
@@ -110,10 +110,6 @@ _KINDS: dict[str, ToolKind] = {
 }
 _TEXT_LIMIT = 4000
 _DATA_RESULTS = ("run_sql_readonly", "preview_table")
-_DECISIONS = {
-    "exit_plan_mode": {"approved": "Approved", "rejected": "Kept planning"},
-    "enter_plan_mode": {"approved": "Entered Plan Mode", "rejected": "Declined Plan Mode"},
-}
 
 
 # -- modes --------------------------------------------------------------------------------
@@ -129,7 +125,7 @@ def session_modes(current: str) -> SessionModeState:
     return SessionModeState(current_mode_id=current, available_modes=list(_MODES))
 
 
-def config_options(current: str) -> list[SessionConfigOptionSelect]:
+def config_options(current: str) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
     """The mode as a session config option (category ``mode``), the successor of modes."""
     return [
         SessionConfigOptionSelect(
@@ -249,13 +245,14 @@ def _start(
 
 
 def _result(call_id: str, name: str, result: dict[str, Any]) -> ToolCallProgress:
-    error = result.get("error")
-    if error is not None:
-        text = str(error)
-        if text.startswith(GATE_PREFIX):
-            text = f"Refused by the plan gate: {text}"
-        elif text.startswith(PHASE_PREFIX):
-            text = f"Refused by the protocol phase: {text}"
+    if result.get("error"):
+        outcome = describe_result(name, result)
+        code = f" ({outcome.code.value})" if outcome.code is not None else ""
+        text = f"{outcome.text}{code}"
+        if outcome.refused_by:
+            text = f"Refused by the {outcome.refused_by}{code}: {outcome.text}"
+        if outcome.hint:
+            text += f"\n\nWhat to do: {outcome.hint}"
         return update_tool_call(
             call_id, status="failed", content=[text_content(text)], raw_output=result
         )
@@ -265,18 +262,13 @@ def _result(call_id: str, name: str, result: dict[str, Any]) -> ToolCallProgress
 
 
 def _summary(name: str, result: dict[str, Any]) -> str:
-    if name == "Read":
-        return f"Read {result.get('path')} ({result.get('total_lines')} lines)"
+    """The shared one-line summary; an editor has room for the paths and the output."""
     if name == "Glob":
         paths = [str(p) for p in result.get("paths") or []]
         return f"{len(paths)} paths\n" + "\n".join(paths[:50])
-    if name == "Grep":
-        return f"{len(result.get('matches') or [])} matches"
     if name == "Bash":
         output = (str(result.get("stdout") or "") + str(result.get("stderr") or "")).strip()
         return f"exit {result.get('exit_code')}\n```\n{clip(output, _TEXT_LIMIT)}\n```"
-    if name == "todo_write":
-        return str(result.get("message") or "todos updated")
     if name in _DATA_RESULTS and isinstance(result.get("rows"), list):
         return _data_summary(name, result)
     if name == "lookup_values" and isinstance(result.get("values"), list):
@@ -284,15 +276,7 @@ def _summary(name: str, result: dict[str, Any]) -> str:
         return (
             f"{result.get('distinct_count')} distinct values of {result.get('column')}\n\n{shown}"
         )
-    if name == "ask_user_question" and result.get("answer") is not None:
-        return f"Answer: {result['answer']}"
-    decided = _DECISIONS.get(name, {}).get(str(result.get("status")))
-    if decided is not None:
-        note = result.get("reviewer_note")
-        return f"{decided}: {note}" if note else f"{decided}."
-    if "message" in result:
-        return str(result["message"])
-    return clip(json.dumps(result, ensure_ascii=False, default=str), _TEXT_LIMIT)
+    return clip(summarize_result(name, result), _TEXT_LIMIT)
 
 
 def _data_summary(name: str, result: dict[str, Any]) -> str:
@@ -401,9 +385,7 @@ def plan_entries(record: PlanRecord | None, todos: Sequence[Any] | None) -> list
             PlanEntry(
                 content=str(t["content"]),
                 priority="medium",
-                status=t.get("status")
-                if t.get("status") in ("pending", "in_progress", "completed")
-                else "pending",
+                status=_entry_status(t.get("status")),
             )
             for t in cleaned
         ]
@@ -444,3 +426,9 @@ def protocol_refusal(before: dict[str, Any] | None, after: dict[str, Any] | None
         "Type “try again” to retry: the agent can then hand the task over to the protocol "
         "it needs (such as data-analysis). Or rephrase the request."
     )
+
+
+def _entry_status(value: object) -> PlanEntryStatus:
+    if value == "in_progress":
+        return "in_progress"
+    return "completed" if value == "completed" else "pending"

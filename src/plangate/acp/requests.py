@@ -184,10 +184,14 @@ _DECISIONS["amendment"] = _DECISIONS["edit"] = _DECISIONS["tool"] = [
 def permission_options(request: PendingRequest) -> list[PermissionOption]:
     """The choices offered for a request: a decision, or a question's options (or Skip),
     each with a way to answer in the user's own words."""
-    choices = _DECISIONS.get(request.kind)
-    if choices is None:
+    decisions = _DECISIONS.get(request.kind)
+    if decisions is not None:
+        choices = decisions
+    else:
         offered = [str(text) for text in request.payload.get("options") or []]
-        choices = [(str(index), text, "allow_once") for index, text in enumerate(offered)]
+        choices: list[tuple[str, str, PermissionOptionKind]] = [
+            (str(index), text, "allow_once") for index, text in enumerate(offered)
+        ]
         choices = choices or [("skip", "Skip", "reject_once")]
         choices = [*choices, (IN_WORDS, "Answer in my own words", "allow_once")]
     return [

@@ -82,7 +82,7 @@ def _earlier_plan_calls(
     events = tool_context.get_invocation_context().session.events
     for position in range(len(events) - 1, -1, -1):
         calls = events[position].get_function_calls()
-        ids = [call.id for call in calls]
+        ids = [call.id or "" for call in calls]
         if call_id not in ids:
             continue
         plan_ids = [call.id or "" for call in calls if call.name in PLAN_TOOL_NAMES]

@@ -10,11 +10,13 @@ from typing import Any
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
+from plangate.adk import telemetry
 from plangate.adk.capability import ask_for_call, check_capability, read_only_hint
 from plangate.adk.history import PlanHistory
 from plangate.adk.replies import apply_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope, scope_of
+from plangate.errors import ErrorCode, error_result
 from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
 from plangate.plan.gate import PLAN_TOOL_NAMES, ToolCall, decide
@@ -39,6 +41,7 @@ _MAX_ATTEMPTS = 5
 
 
 def make_gate(runtime: PlanRuntime) -> Any:
+    @telemetry.traced_gate
     async def plangate_gate(
         tool: Any, args: dict[str, Any], tool_context: Any
     ) -> dict[str, Any] | None:
@@ -56,8 +59,14 @@ def make_gate(runtime: PlanRuntime) -> Any:
             effect = rules.effect_of(tool.name)
         if verdict is not None:
             await _journal_verdict(runtime, scope, record, tool, tool_context, verdict)
+            telemetry.gate_decided(tool.name, verdict, record, planning)
             if verdict.decision is Decision.DENY:  # deny first: nothing outranks it
-                return {"error": f"POLICY_DENIED: tool '{tool.name}' is denied: {verdict.reason}."}
+                return error_result(
+                    ErrorCode.POLICY_DENIED,
+                    f"tool '{tool.name}' is denied: {verdict.reason}.",
+                    "do without this tool; a deny rule of the tool policy refuses it",
+                    tool=tool.name,
+                )
         # The profile of any process this call starts follows the plan state read just now,
         # and so do the paths it may write (the approved plan's scope).
         set_profile(_PLANNING if planning else _ACTING)
@@ -87,6 +96,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
                 selection_active=_selection_active(runtime, tool_context),
             )
         if decision.allowed:
+            telemetry.gate_decided(tool.name, decision, record, planning)
             if verdict is not None and verdict.decision is Decision.ASK:
                 asked = await ask_for_call(runtime, loaded, tool, tool_context, verdict.reason)
                 if asked is not None:
@@ -94,6 +104,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
             if record is None or not record.governs_writes():
                 return None  # no approved plan whose scope holds the call (the usual case)
             return await check_capability(runtime, loaded, tool, args or {}, tool_context)
+        telemetry.gate_decided(tool.name, decision, record, planning)
         await runtime.journal(
             scope,
             JournalEvent(
@@ -105,13 +116,13 @@ def make_gate(runtime: PlanRuntime) -> Any:
                 detail={"tool": tool.name, "reason": decision.reason, "args": _short(args)},
             ),
         )
-        result = decision.to_result()
-        if read_only_hint(tool):
-            result["error"] += (
-                " (Its server marks it read-only with readOnlyHint; plangate shows that but "
-                "does not trust it alone: declare the tool in .plangate/policy.toml.)"
-            )
-        return result
+        note = (
+            "(Its server marks it read-only with readOnlyHint; plangate shows that but does "
+            "not trust it alone: declare the tool in .plangate/policy.toml.)"
+            if read_only_hint(tool)
+            else ""
+        )
+        return decision.to_result(note)
 
     return plangate_gate
 
@@ -496,10 +507,11 @@ def _canonicalise_replies(
                 seen.add(call_id)
                 response.response = resolution.result
             elif ignored is not None and response.response == ignored.reply:
-                response.response = ReplyIgnored(ignored.reason).to_result()
+                response.response = ignored.refusal().to_result()
             elif resolution is not None and response.response != resolution.result:
                 response.response = ReplyIgnored(
-                    "duplicate reply: this request was already decided"
+                    "duplicate reply: this request was already decided",
+                    ReplyErrorCode.ALREADY_ANSWERED,
                 ).to_result()
 
 

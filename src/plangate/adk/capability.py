@@ -25,6 +25,7 @@ from google.adk.tools import ToolContext
 from google.genai import types
 
 from plangate.adk.runtime import Loaded, PlanRuntime
+from plangate.errors import ErrorCode, error_result
 from plangate.plan.amendments import request_amendment
 from plangate.plan.scope import Scope, Wants, needs_network
 from plangate.plan.session_state import PlanSessionState
@@ -95,10 +96,13 @@ async def ask_for_call(
     if pending is not None:
         return _waiting(pending.payload)
     if state.record is None:
-        return {
-            "error": f"POLICY_ASK: calling {tool.name} needs the user's approval ({reason}), "
-            "and without a plan there is nowhere to ask; ask the user in plain text."
-        }
+        return error_result(
+            ErrorCode.POLICY_ASK,
+            f"calling {tool.name} needs the user's approval ({reason}), and without a plan "
+            "there is nowhere to ask",
+            "ask the user in plain text",
+            tool=tool.name,
+        )
     hint = read_only_hint(tool)
     if hint:
         reason += (
@@ -128,7 +132,11 @@ async def _pause(
     """Open the request and pause the call with ADK's tool confirmation."""
     call_id = getattr(tool_context, "function_call_id", None) or ""
     if not call_id or not isinstance(tool_context, ToolContext):
-        return {"error": "INVALID_STATE: this call has no id, so it cannot wait for the user"}
+        return error_result(
+            ErrorCode.INVALID_STATE,
+            "this call has no id, so it cannot wait for the user",
+            "call it as a tool call; the host gives every call an id",
+        )
     from plangate.adk.tools import _apply  # the same locked compare-and-set as plan tools
 
     applied = await _apply(

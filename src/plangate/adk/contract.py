@@ -14,6 +14,8 @@ Kept in one module so an ADK upgrade has one place to look, and pinned by
 - Callbacks: ADK calls ``inspect.signature`` on every agent, model and tool callback at
   every call (to pass its keyword arguments positionally when the names differ); a
   signature computed once and kept in ``__signature__`` makes that a lookup.
+- ``StreamingMode``: used by every runner, but exported from ``run_config`` only as a
+  re-import of a private module.
 - Call ids: a function call the model sent without an id gets one from ADK starting with
   ``adk-``, and ADK removes those ids again from the request it sends to the model. Ids a
   model sent itself reach the model unchanged.
@@ -25,6 +27,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from google.adk.agents import run_config as _run_config
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event
 from google.adk.tools import FunctionTool
@@ -36,6 +39,7 @@ __all__ = [
     "ADK_CALL_ID_PREFIX",
     "DeclaredOnceFunctionTool",
     "DeclaredOnceLongRunningTool",
+    "StreamingMode",
     "current_branch_events",
     "is_adk_call_id",
     "refresh_tools_every_step",
@@ -43,6 +47,7 @@ __all__ = [
 ]
 
 C = TypeVar("C", bound=Callable[..., Any])
+StreamingMode = _run_config.StreamingMode  # pyright: ignore[reportPrivateImportUsage]
 
 ADK_CALL_ID_PREFIX = "adk-"
 """ADK's prefix for the call ids it generates (``AF_FUNCTION_CALL_ID_PREFIX``)."""

@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from plangate.adk import telemetry
 from plangate.adk.scope import PlanScope, scope_of
+from plangate.errors import ErrorCode, error_result, is_error
 from plangate.journal.events import JournalEvent
 from plangate.protocol.actions import (
     GENERAL_ANSWER_COMMIT_ACTION,
@@ -389,6 +391,7 @@ class ProtocolRuntime:
             return StartResult(await self.mirror(scope, run_id))
         return StartResult({}, failure)
 
+    @telemetry.traced(telemetry.ROUTE_SPAN)
     async def _route_and_commit(
         self, context: Any, scope: PlanScope, run_id: str, user_input: str, attempt: int
     ) -> None:
@@ -445,17 +448,23 @@ class ProtocolRuntime:
             ),
         ]
 
+        bound: list[RunBinding] = []
+
         async def bind_intent(tx: Transaction) -> None:
-            await IntentRepository(tx.connection).commit_for_run(
-                scope.session_key,
-                run_id,
-                expected_base_id=base.id if base else None,
-                expected_head=head,
-                transition=transition,
-                task_relation=decision.task_relation,
+            bound.append(
+                await IntentRepository(tx.connection).commit_for_run(
+                    scope.session_key,
+                    run_id,
+                    expected_base_id=base.id if base else None,
+                    expected_head=head,
+                    transition=transition,
+                    task_relation=decision.task_relation,
+                )
             )
 
         await states.create(scope.key, record, segment, events, within=bind_intent)
+        telemetry.routed(decision, bound[0] if bound else None, transition)
+        telemetry.journaled(scope.key, events=events)
 
     def _explicit_selection(self, context: Any) -> ProtocolRef | None:
         key = self.options.selection_state_key
@@ -476,8 +485,9 @@ class ProtocolRuntime:
             # Session state is written by surfaces and users: a bad value is a routing
             # failure the run reports with a code, never a crash.
             raise ProtocolRoutingError(
-                f"PROTOCOL_SELECTION_INVALID:{text!r}: the protocol selection in session "
-                f"state key {key!r} must be '<protocol>' or '<protocol>@<version>'"
+                ErrorCode.PROTOCOL_SELECTION_INVALID,
+                f"{text!r}: the protocol selection in session "
+                f"state key {key!r} must be '<protocol>' or '<protocol>@<version>'",
             ) from exc
 
     async def _restore(self, scope: PlanScope, record: RunRecord) -> StartResult:
@@ -498,7 +508,9 @@ class ProtocolRuntime:
         states = await self.states()
         segment = await states.segment(scope.key, record.active_segment_id)
         if segment is None:
-            return StartResult({}, f"PROTOCOL_SEGMENT_MISSING:{record.active_segment_id}")
+            return StartResult(
+                {}, f"{ErrorCode.PROTOCOL_SEGMENT_MISSING.value}:{record.active_segment_id}"
+            )
         try:
             decision = await route_protocol(
                 "",
@@ -521,12 +533,13 @@ class ProtocolRuntime:
         self.learn_tools([tool])
         view = await self.view(tool_context)
         if view is None:
-            return {
-                "error": "PROTOCOL_RUN_NOT_STARTED: no protocol run is active for this call, "
-                "so it was refused (fail closed)",
-                "error_category": "protocol",
-                "execution_status": "not_started",
-            }
+            return error_result(
+                ErrorCode.PROTOCOL_RUN_NOT_STARTED,
+                "no protocol run is active for this call, so it was refused (fail closed)",
+                "answer in plain text; the user can send the message again",
+                error_category="protocol",
+                execution_status="not_started",
+            )
         action = action_for_tool(tool.name)
         plan = self.tool_plan()
         state = view.segment.value
@@ -562,19 +575,28 @@ class ProtocolRuntime:
             view.segment.value.segment_id,
             lambda s: (record_action(s, rejected.action, rejected, tool=tool), [event]),
         )
+        telemetry.journaled(view.scope.key, events=(event,))
 
     @staticmethod
     def _refusal(rejected: Rejected, tool: str) -> dict[str, Any]:
-        return {
-            "error": rejected.message,
-            "error_category": "protocol",
-            "execution_status": "not_started",
-            "retryable": False,
-            "tool": tool,
-            "allowed_actions": list(rejected.allowed_actions),
-            "recovery": rejected.recovery_hint,
-            "handoff_targets": [str(ref) for ref in rejected.handoff_targets],
-        }
+        result = error_result(
+            rejected.code,
+            _refusal_message(rejected, tool),
+            rejected.recovery_hint,
+            error_category="protocol",
+            execution_status="not_started",
+            retryable=False,
+            tool=tool,
+            action=rejected.action,
+            phase=rejected.phase,
+            allowed_actions=list(rejected.allowed_actions),
+            recovery=rejected.recovery_hint,
+            handoff_targets=[str(ref) for ref in rejected.handoff_targets],
+        )
+        # The seed's colon-joined text (``ACTION_NOT_ALLOWED_IN_PHASE:<phase>:<action>:…``),
+        # which models and existing clients read; the fields above carry the same facts.
+        result["error"] = rejected.message
+        return result
 
     async def record_outcome(self, tool_context: Any, response: Any) -> bool:
         """Record an authorized call's outcome; a result with an ``error`` key failed."""
@@ -582,10 +604,12 @@ class ProtocolRuntime:
         pending = self._pending.pop(key, None)
         if pending is None:
             return False
-        failed = isinstance(response, Mapping) and bool(response.get("error"))
+        failed = is_error(response)
+        code = response.get("code") if failed else None
         outcome = ActionOutcome(
             status="rejected" if failed else "succeeded",
-            reason_code=str(response.get("error"))[:120].split(":", 1)[0] if failed else None,
+            # A tool outside plangate may fail without a code; the ledger still says it failed.
+            reason_code=code[:120] if isinstance(code, str) else None,
         )
 
         def change(state: ProtocolState) -> tuple[ProtocolState, list[JournalEvent]]:
@@ -622,18 +646,19 @@ class ProtocolRuntime:
     ) -> dict[str, Any]:
         view = await self.view(tool_context)
         if view is None:
-            return {"error": "PROTOCOL_RUN_NOT_STARTED: no protocol run is active"}
+            return _not_started()
         known = view.segment.value.domain.requirements
         bad = {k: v for k, v in requirements.items() if v not in _REQUIREMENT_STATUSES}
         unknown = [k for k in requirements if k not in known]
         if bad or unknown or not requirements:
-            return {
-                "error": "ANALYSIS_REQUIREMENTS_INVALID: report known requirement ids with a "
-                f"status of {', '.join(_REQUIREMENT_STATUSES)}",
-                "known_requirements": dict(known),
-                "unknown": unknown,
-                "invalid_status": bad,
-            }
+            return error_result(
+                ErrorCode.ANALYSIS_REQUIREMENTS_INVALID,
+                f"report known requirement ids with a status of {', '.join(_REQUIREMENT_STATUSES)}",
+                "use the ids in known_requirements",
+                known_requirements=dict(known),
+                unknown=unknown,
+                invalid_status=bad,
+            )
         outcome = ActionOutcome(requirements=dict(requirements))  # type: ignore[arg-type]
         event = _event(
             "protocol.requirements.committed",
@@ -675,15 +700,16 @@ class ProtocolRuntime:
     ) -> dict[str, Any]:
         view = await self.view(tool_context)
         if view is None:
-            return {"error": "PROTOCOL_RUN_NOT_STARTED: no protocol run is active"}
+            return _not_started()
         try:
             target = self._target(target_text.strip())
         except ValueError:
             names = ", ".join(sorted(str(r) for r in self.authorized))
-            return {
-                "error": f"PROTOCOL_HANDOFF_PROPOSAL_INVALID: unknown target {target_text!r}; "
-                f"use one of {names}"
-            }
+            return error_result(
+                ErrorCode.PROTOCOL_HANDOFF_PROPOSAL_INVALID,
+                f"unknown target {target_text!r}",
+                f"use one of {names}",
+            )
         scope, run_v, segment_v = view.scope, view.run, view.segment
         run = run_v.value
         states = await self.states()
@@ -730,13 +756,15 @@ class ProtocolRuntime:
                 segments=[(decision.source_state, segment_v.version)] if changed else [],
                 events=events,
             )
-            return {
-                "error": f"{decision.reason_code}: the handoff to {target} was rejected",
-                "status": "rejected",
-                "reason_code": decision.reason_code,
-                "unresolved_goals": list(decision.unresolved_goals),
+            return error_result(
+                ErrorCode(decision.reason_code),
+                f"the handoff to {target} was rejected",
+                "go on in the current protocol with the actions it allows",
+                status="rejected",
+                reason_code=decision.reason_code,
+                unresolved_goals=list(decision.unresolved_goals),
                 **self._observation(segment_v.value),
-            }
+            )
         target_state = decision.target_state
         assert target_state is not None
         new_run = run.model_copy(
@@ -783,12 +811,17 @@ class ProtocolRuntime:
                     )
                 ],
             )
-            return {
-                "error": f"{message}; the handoff to {target} was not applied (nothing changed)",
-                "status": "failed",
+            return error_result(
+                _failure_code(exc),
+                f"the handoff to {target} was not applied (nothing changed): another run "
+                "changed the session's task or protocol state first",
+                "propose the handoff again if it is still needed",
+                status="failed",
+                detail=message,
                 **self._observation(segment_v.value),
-            }
+            )
         tool_context.state[self.state_key] = await self.mirror(scope, run.run_id)
+        telemetry.journaled(scope.key, events=events)
         return {
             "status": "accepted",
             "transition_kind": decision.transition_kind,
@@ -937,3 +970,31 @@ class ProtocolRuntime:
             events=events,
         )
         return detail
+
+
+def _not_started() -> dict[str, Any]:
+    return error_result(
+        ErrorCode.PROTOCOL_RUN_NOT_STARTED,
+        "no protocol run is active",
+        "answer in plain text; the user can send the message again",
+    )
+
+
+def _refusal_message(rejected: Rejected, tool: str) -> str:
+    """The refusal in words; the seed's colon-joined text stays in ``error``."""
+    if rejected.code is ErrorCode.ACTION_NOT_ALLOWED_IN_PHASE:
+        return f"{tool} is not allowed in phase {rejected.phase}"
+    if rejected.code is ErrorCode.PROTOCOL_ACTION_BUDGET_EXHAUSTED:
+        return f"{tool} was refused: this protocol segment used up its action budget"
+    if rejected.code is ErrorCode.PROTOCOL_SEGMENT_NOT_ACTIVE:
+        return f"{tool} was refused: this protocol segment has ended"
+    return f"{tool} was refused by the protocol's runtime guard"
+
+
+def _failure_code(exc: Exception) -> ErrorCode:
+    """The code of a failed handoff commit: a moved intent, else a lost compare-and-set."""
+    if isinstance(exc, IntentRevisionConflict):
+        return ErrorCode.SESSION_INTENT_REVISION_CONFLICT
+    if isinstance(exc, ProtocolError):
+        return exc.code
+    return ErrorCode.PROTOCOL_STATE_CONFLICT

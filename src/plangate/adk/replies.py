@@ -145,7 +145,7 @@ def apply_replies(
             )
         except ReplyIgnored as exc:
             if strict:
-                raise ReplyError(exc.code, exc.reason, call_id=matched.call_id) from None
+                raise ReplyError(exc.reason_code, exc.reason, call_id=matched.call_id) from None
             state.ignore(matched.call_id, exc, reply.response)
             events.append(_ignored_event(state, matched.call_id, matched.tool_name, exc, now))
             continue
@@ -247,5 +247,10 @@ def _ignored_event(
         subject=state.record.id if state.record else "",
         actor="user",
         at=now,
-        detail={"call_id": call_id, "tool": tool_name, "reason": exc.reason, "code": exc.code},
+        detail={
+            "call_id": call_id,
+            "tool": tool_name,
+            "reason": exc.reason,
+            "code": exc.reason_code.value,
+        },
     )

@@ -15,7 +15,9 @@ from google.genai import types
 
 from plangate.adk.plugin import PlanPlugin
 from plangate.adk.setup import plan_runtime
-from plangate.store.urls import resolve_database_url
+from plangate.store.file_guard import guard_sqlite_file
+from plangate.store.storable import keep_text_storable, storable_json
+from plangate.store.urls import ensure_sqlite_folder, resolve_database_url
 
 __all__ = ["SESSIONS_ENV_VAR", "build_app", "build_runner", "function_reply"]
 
@@ -66,12 +68,18 @@ def build_runner(
         runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
         if runtime is not None and runtime.options.database_url is None:
             runtime.database_url = url
+    ensure_sqlite_folder(url)
     if session_service is None and sessions == "plangate":
         from plangate.adk.session_service import StoreSessionService
 
         session_service = StoreSessionService(url)
     elif session_service is None:
-        session_service = DatabaseSessionService(db_url=url)
+        # Text PostgreSQL refuses (NUL) is cleaned the same way as in plangate's store.
+        adk_service = DatabaseSessionService(db_url=url, json_serializer=storable_json)
+        keep_text_storable(adk_service.db_engine)
+        # ADK's own engine writes the sessions: it too must fail if the file is replaced.
+        guard_sqlite_file(adk_service.db_engine, url)
+        session_service = adk_service
     return Runner(app=build_app(agent, app_name), session_service=session_service)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from plangate.adk import telemetry
 from plangate.adk.options import PlanOptions
 from plangate.adk.scope import PlanScope
 from plangate.journal.events import JournalEvent
@@ -120,6 +121,7 @@ class PlanRuntime:
             return Loaded(PlanSessionState(), -1, exc.reason, document)
         return Loaded(state, document.version)
 
+    @telemetry.told_when_committed
     async def commit(
         self,
         scope: PlanScope,
@@ -199,6 +201,8 @@ class PlanRuntime:
                 await tx.append(scope.key, event)
         except Exception:  # journaling a refusal must never turn it into a crash
             log.exception("could not journal %s", event.kind)
+        else:
+            telemetry.journaled(scope.key, events=(event,))
 
     async def notify(self, decisions: Iterable[ApprovalEvent | None], agent_name: str) -> None:
         callback = self.options.on_approval

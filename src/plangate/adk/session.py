@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +66,7 @@ from plangate.adk.runner import function_reply
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope
 from plangate.adk.setup import plan_runtime
+from plangate.errors import ErrorCode, error_result
 from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
 from plangate.plan.record import PendingRequest, PlanRecord
@@ -233,7 +234,7 @@ class PlanSession:
         *,
         state_delta: dict[str, Any] | None = None,
         run_config: RunConfig | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event]:
         """Run one turn (a user message, or the resume message of a paused run)."""
         if isinstance(message, str):
             message = types.Content(role="user", parts=[types.Part(text=message)])
@@ -331,10 +332,12 @@ class PlanSession:
                                 function_response=types.FunctionResponse(
                                     id=call.id,
                                     name=call.name,
-                                    response={
-                                        "error": "RUN_STOPPED: the user stopped the run before "
-                                        "this call finished; its effect, if any, is unknown"
-                                    },
+                                    response=error_result(
+                                        ErrorCode.RUN_STOPPED,
+                                        "the user stopped the run before this call "
+                                        "finished; its effect, if any, is unknown",
+                                        "check what the call did before you repeat it",
+                                    ),
                                 )
                             )
                             for call in cut_off

@@ -22,6 +22,7 @@ from plangate.adk.contract import (
 from plangate.adk.replies import record_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import scope_of
+from plangate.errors import ErrorCode, error_result
 from plangate.plan import transitions
 from plangate.plan.record import PlanRecord
 from plangate.plan.transitions import PlanError, Transition
@@ -80,10 +81,13 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
         key = options.force_enter_plan_state_key
         async with in_call_order(tool_context):
             if key and tool_context.state.get(key) == options.force_enter_plan_state_value:
-                return {
-                    "error": "PLAN_MODE_GATE: the user selected Plan Mode in the UI, so entry "
-                    "is automatic; start exploring with read-only tools instead"
-                }
+                return error_result(
+                    ErrorCode.PLAN_MODE_GATE,
+                    "the user selected Plan Mode in the UI, so entry is automatic",
+                    "start exploring with read-only tools or an Explore sub-agent, or "
+                    "ask_user_question",
+                    tool="enter_plan_mode",
+                )
             return await _pausing(
                 runtime,
                 tool_context,
@@ -214,6 +218,7 @@ async def _apply(
     several paused calls of one step leave the mirror at the last of them.
     """
     scope = scope_of(tool_context, runtime.branch)
+    conflict: Conflict | None = None
     async with _lock(scope.key):
         for _ in range(_MAX_ATTEMPTS):
             loaded = await runtime.load(scope)
@@ -232,6 +237,7 @@ async def _apply(
             if paused:
                 await _mirror_while_paused(runtime, tool_context, transition.record)
             return transition
+        assert conflict is not None  # every attempt lost a compare-and-set
         return _conflict(conflict)
 
 
@@ -241,7 +247,11 @@ async def _pausing(
     """Run a transition that opens a human request; ``None`` tells ADK to pause the run."""
     call_id = _call_id(tool_context)
     if not call_id:
-        return {"error": "INVALID_STATE: this tool must be called as a function call with an id"}
+        return error_result(
+            ErrorCode.INVALID_STATE,
+            "this tool must be called as a function call with an id",
+            "call it as a tool call; the host gives every call an id",
+        )
     rerun = await _rerun(runtime, tool_context, call_id)
     if rerun is not _NEW_CALL:
         return rerun
@@ -325,7 +335,7 @@ async def _mirror_while_paused(
     runner's own invocation) so UIs reading session state see the pending request now."""
     ctx = tool_context.get_invocation_context()
     event = Event(
-        author=ctx.agent.name,
+        author=tool_context.agent_name,
         invocation_id=ctx.invocation_id,
         branch=ctx.branch,
         actions=EventActions(state_delta={runtime.state_key: record.dump()}),
@@ -334,13 +344,14 @@ async def _mirror_while_paused(
 
 
 def _unreadable(reason: str) -> dict[str, Any]:
-    return {
-        "error": f"PLAN_STATE_UNREADABLE: {reason}; ask the user to leave Plan Mode (/plan off)"
-    }
+    return error_result(
+        ErrorCode.PLAN_STATE_UNREADABLE, reason, "ask the user to leave Plan Mode (/plan off)"
+    )
 
 
 def _conflict(exc: Conflict) -> dict[str, Any]:
-    return {
-        "error": "PLAN_CONFLICT: the plan was changed by another call at the same time "
-        f"({exc}); nothing was applied. Look at the current plan and retry if still needed."
-    }
+    return error_result(
+        ErrorCode.PLAN_CONFLICT,
+        f"the plan was changed by another call at the same time ({exc}); nothing was applied",
+        "look at the current plan and retry if still needed",
+    )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plangate.agent.tool_errors import (
+    HINTS,
     INVALID_ARGS,
     IO_ERROR,
     TIMEOUT,
@@ -155,7 +156,12 @@ def _result(finished: Finished, max_chars: int, profile: Profile) -> dict:
         result["sandbox"] = "read-only (planning): the command could not change any file"
     if finished.timed_out:
         limit = f"{finished.timeout_s:g}s"
-        return {"error": f"{TIMEOUT}: timed out after {limit} (process killed)", **result}
+        return error_result(
+            TIMEOUT,
+            f"timed out after {limit} (process killed)",
+            HINTS[TIMEOUT],
+            **result,
+        )
     return result
 
 
@@ -203,8 +209,8 @@ def bash_tool(
                 limits=command_limits,
             )
         except WorkspaceError as exc:
-            return error_result(exc.code, str(exc))
+            return exc.to_result()
         except OSError as exc:
-            return error_result(IO_ERROR, f"could not start bash: {exc}")
+            return WorkspaceError(f"could not start bash: {exc}", IO_ERROR).to_result()
 
     return declare_contained(Bash)

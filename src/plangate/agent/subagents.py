@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.adk.agents import BaseAgent, LlmAgent
-from google.adk.agents.run_config import StreamingMode  # pyright: ignore[reportPrivateImportUsage]
 from google.adk.apps import App
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -37,10 +36,11 @@ from google.adk.tools import BaseTool, ToolContext
 from google.genai import types
 
 from plangate.adk.boundary import Boundary, boundary_of
-from plangate.adk.contract import DeclaredOnceFunctionTool
+from plangate.adk.contract import DeclaredOnceFunctionTool, StreamingMode
 from plangate.adk.scope import governing_scope, scope_of
 from plangate.adk.setup import plan_runtime
 from plangate.adk.tools import PlanToolSet
+from plangate.errors import ErrorCode, error_result
 from plangate.plan.gate import PLAN_TOOL_NAMES
 from plangate.policy.effects import Effect, declare_effect, effect_of
 
@@ -149,21 +149,24 @@ def subagent_tools(parent_tools: list[BaseTool]) -> list[BaseTool]:
             names += [n for n in archetype.optional_tool_names if n in by_name]
             tools = [by_name[n] for n in names]
         if not tools:
-            return {
-                "error": f"SUBAGENT_UNAVAILABLE: the parent has none of the tools the "
-                f"{archetype.name} sub-agent needs ({', '.join(archetype.tool_names or ())})"
-            }
+            return error_result(
+                ErrorCode.SUBAGENT_UNAVAILABLE,
+                f"the parent has none of the tools the {archetype.name} sub-agent needs "
+                f"({', '.join(archetype.tool_names or ())})",
+                "do the task with your own tools, or use a general-purpose sub-agent",
+            )
         if archetype.read_only:
             untrusted = [t for t in tools if effect_of(t) is not Effect.READ]
             if untrusted:
                 detail = ", ".join(
                     f"'{_tool_name(t)}' (declared {_effect_text(t)})" for t in untrusted
                 )
-                return {
-                    "error": f"SUBAGENT_UNTRUSTED: the {archetype.name} sub-agent is read-only "
-                    f"but would get tools not declared read-only: {detail}; it was not "
-                    "started. Use read-only tools or a general-purpose sub-agent."
-                }
+                return error_result(
+                    ErrorCode.SUBAGENT_UNTRUSTED,
+                    f"the {archetype.name} sub-agent is read-only but would get tools not "
+                    f"declared read-only: {detail}; it was not started",
+                    "use read-only tools or a general-purpose sub-agent",
+                )
         return await _run_child(
             archetype.name, tools, archetype.instruction, prompt.strip(), tool_context
         )
@@ -215,20 +218,20 @@ async def _run_child(
     lineage = list(_lineage(invocation.agent))
     parent = next((a for a in lineage if isinstance(a, LlmAgent)), None)
     if parent is None:
-        return {"error": "SUBAGENT_FAILED: no LLM agent to take the model from"}
+        return _failed("no LLM agent to take the model from")
     boundary = _nearest(lineage, boundary_of)
     runtime = _nearest(lineage, plan_runtime)
     try:
         child = _child_agent(kind, parent, tools, instruction, boundary)
     except Exception as exc:  # e.g. a model name that cannot be resolved
-        return {"error": f"SUBAGENT_FAILED: {type(exc).__name__}: {exc}"}
+        return _failed(f"{type(exc).__name__}: {exc}")
 
     # The child has its own session; the contextvar keeps its calls on the parent's plan.
     token = governing_scope.set(scope_of(tool_context, runtime.branch)) if runtime else None
     try:
         return await _drive(kind, child, prompt, invocation, tool_context)
     except Exception as exc:  # a failing child is a tool result, not a crashed parent run
-        return {"error": f"SUBAGENT_FAILED: {type(exc).__name__}: {exc}"}
+        return _failed(f"{type(exc).__name__}: {exc}")
     finally:
         if token is not None:
             governing_scope.reset(token)
@@ -295,7 +298,7 @@ async def _drive(
     finally:
         await runner.close()
     if not final and error:
-        return {"error": f"SUBAGENT_FAILED: {error}"}
+        return _failed(error)
     return {"subagent_type": kind, "text": final, "tool_calls": tool_calls}
 
 
@@ -356,4 +359,10 @@ def _is_text(value: Any) -> bool:
 
 
 def _invalid(message: str) -> dict[str, Any]:
-    return {"error": f"INVALID_ARGS: {message}"}
+    return error_result(ErrorCode.INVALID_ARGS, message, "fix the argument and call again")
+
+
+def _failed(message: str) -> dict[str, Any]:
+    return error_result(
+        ErrorCode.SUBAGENT_FAILED, message, "do the task yourself or try a smaller one"
+    )

@@ -8,6 +8,7 @@ from google.adk.tools import FunctionTool, ToolContext
 from pydantic import BaseModel, ValidationError
 
 from plangate.adk.contract import DeclaredOnceFunctionTool
+from plangate.errors import ErrorCode, error_result
 from plangate.policy.effects import Effect, declare_effect
 
 __all__ = ["TODO_STATUSES", "TodoItem", "todo_write_tool", "todos_state_key"]
@@ -24,6 +25,12 @@ class TodoItem(BaseModel):
     status: Literal["pending", "in_progress", "completed"] = "pending"
 
 
+def _invalid(message: str) -> dict[str, Any]:
+    return error_result(
+        ErrorCode.INVALID_ARGS, message, "send the whole list again, each item {content, status}"
+    )
+
+
 def todo_write_tool(branch: str) -> FunctionTool:
     """A ``todo_write`` tool storing the list in session state under ``todos:<branch>``."""
 
@@ -35,7 +42,7 @@ def todo_write_tool(branch: str) -> FunctionTool:
                 items completed as they are done.
         """
         if not isinstance(todos, list):
-            return {"error": "INVALID_ARGS: 'todos' must be a list of {content, status} objects"}
+            return _invalid("'todos' must be a list of {content, status} objects")
         cleaned: list[dict[str, str]] = []
         for index, item in enumerate(todos, start=1):
             # ADK converts valid items to TodoItem and leaves invalid ones as they came.
@@ -45,12 +52,12 @@ def todo_write_tool(branch: str) -> FunctionTool:
                 except ValidationError as exc:
                     problem = exc.errors()[0]
                     where = ".".join(str(p) for p in problem["loc"]) or "item"
-                    return {
-                        "error": f"INVALID_ARGS: todo #{index} {where}: {problem['msg']} "
+                    return _invalid(
+                        f"todo #{index} {where}: {problem['msg']} "
                         f"(statuses: {', '.join(TODO_STATUSES)})"
-                    }
+                    )
             if not item.content.strip():
-                return {"error": f"INVALID_ARGS: todo #{index} needs a non-empty 'content'"}
+                return _invalid(f"todo #{index} needs a non-empty 'content'")
             cleaned.append({"content": item.content.strip(), "status": item.status})
         tool_context.state[todos_state_key(branch)] = cleaned
         done = sum(1 for t in cleaned if t["status"] == "completed")

@@ -1,12 +1,14 @@
 """Error codes and argument checks shared by the workspace tools.
 
-Tools never raise: a failure comes back as ``{"error": "<CODE>: message"}`` so the model
-can correct itself within the same run.
+Tools never raise: a failure comes back as an error result (``plangate.errors``) so the
+model can correct itself within the same run.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from plangate.errors import CodedError, ErrorCode, error_result
 
 __all__ = [
     "BINARY_FILE",
@@ -14,6 +16,7 @@ __all__ = [
     "EDIT_NO_MATCH",
     "FILE_TOO_LARGE",
     "HARDLINKED_FILE",
+    "HINTS",
     "INVALID_ARGS",
     "IO_ERROR",
     "NOT_A_FILE",
@@ -27,30 +30,46 @@ __all__ = [
     "truncation_marker",
 ]
 
-PATH_OUTSIDE_WORKSPACE = "PATH_OUTSIDE_WORKSPACE"
-NOT_FOUND = "NOT_FOUND"
-NOT_A_FILE = "NOT_A_FILE"
-EDIT_NO_MATCH = "EDIT_NO_MATCH"
-EDIT_AMBIGUOUS = "EDIT_AMBIGUOUS"
-INVALID_ARGS = "INVALID_ARGS"
-TIMEOUT = "TIMEOUT"
-BINARY_FILE = "BINARY_FILE"
-IO_ERROR = "IO_ERROR"
-HARDLINKED_FILE = "HARDLINKED_FILE"
-FILE_TOO_LARGE = "FILE_TOO_LARGE"
-PATTERN_TIMEOUT = "PATTERN_TIMEOUT"
+# Kept as names of their own: the tools' modules import them.
+PATH_OUTSIDE_WORKSPACE = ErrorCode.PATH_OUTSIDE_WORKSPACE
+NOT_FOUND = ErrorCode.NOT_FOUND
+NOT_A_FILE = ErrorCode.NOT_A_FILE
+EDIT_NO_MATCH = ErrorCode.EDIT_NO_MATCH
+EDIT_AMBIGUOUS = ErrorCode.EDIT_AMBIGUOUS
+INVALID_ARGS = ErrorCode.INVALID_ARGS
+TIMEOUT = ErrorCode.TIMEOUT
+BINARY_FILE = ErrorCode.BINARY_FILE
+IO_ERROR = ErrorCode.IO_ERROR
+HARDLINKED_FILE = ErrorCode.HARDLINKED_FILE
+FILE_TOO_LARGE = ErrorCode.FILE_TOO_LARGE
+PATTERN_TIMEOUT = ErrorCode.PATTERN_TIMEOUT
+
+HINTS: dict[ErrorCode, str] = {
+    PATH_OUTSIDE_WORKSPACE: "use a path relative to the workspace root, inside it",
+    NOT_FOUND: "list the folder with Glob and use a path that exists",
+    NOT_A_FILE: "list a folder with Glob; Read, Edit and Write take files",
+    EDIT_NO_MATCH: "Read the file and copy old_string exactly, whitespace included",
+    EDIT_AMBIGUOUS: "include surrounding lines in old_string, or pass replace_all=true",
+    INVALID_ARGS: "fix the argument and call the tool again",
+    TIMEOUT: "narrow the command, or pass a larger timeout_s",
+    BINARY_FILE: "inspect binary files with a read-only Bash command (file, xxd | head)",
+    FILE_TOO_LARGE: "read a part with offset and limit, or search it with Grep",
+    HARDLINKED_FILE: "write a new file instead, or ask the user to break the link",
+    PATTERN_TIMEOUT: "simplify the pattern (no nested repetition)",
+}
+"""What to do next, by code; a message can be more precise but never contradicts it."""
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(CodedError):
     """A path or argument a workspace tool refuses; ``code`` is the error code."""
 
-    def __init__(self, message: str, code: str = PATH_OUTSIDE_WORKSPACE) -> None:
-        super().__init__(message)
-        self.code = code
+    def __init__(
+        self, message: str, code: ErrorCode = PATH_OUTSIDE_WORKSPACE, hint: str | None = None
+    ) -> None:
+        super().__init__(code, message, HINTS.get(code, "") if hint is None else hint)
 
-
-def error_result(code: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"error": f"{code}: {message}", **extra}
+    def __str__(self) -> str:
+        return self.message
 
 
 def truncation_marker(dropped: int) -> str:

@@ -71,7 +71,6 @@ from plangate.agent.tool_errors import (
     PATTERN_TIMEOUT,
     WorkspaceError,
 )
-from plangate.agent.tool_errors import error_result as _error
 from plangate.agent.tool_errors import require_str as _require_str
 from plangate.agent.tool_errors import truncation_marker as _truncation_marker
 from plangate.policy.effects import Effect, declare_effect, declare_write_path
@@ -488,7 +487,9 @@ def _read(workspace: Workspace, path: Any, offset: Any, limit: Any, max_chars: i
     rel = workspace.relative(resolved)
     with resolved.open("rb") as raw:
         if _looks_binary(raw.read(BINARY_SNIFF_BYTES)):
-            return _error(BINARY_FILE, f"{rel} looks like a binary file; Read shows text only")
+            return WorkspaceError(
+                f"{rel} looks like a binary file; Read shows text only", BINARY_FILE
+            ).to_result()
         raw.seek(0)
         size = os.fstat(raw.fileno()).st_size
         lines = _CappedLines(raw, MAX_LINE_CHARS, READ_MAX_BYTES)
@@ -792,13 +793,15 @@ def _run_sync(body: Any, *args: Any) -> dict:
     try:
         return body(*args)
     except WorkspaceError as exc:
-        return _error(exc.code, str(exc))
+        return exc.to_result()
     except FileNotFoundError as exc:
-        return _error(NOT_FOUND, f"{exc.filename or ''}: {exc.strerror}".strip(": "))
+        message = f"{exc.filename or ''}: {exc.strerror}".strip(": ")
+        return WorkspaceError(message, NOT_FOUND).to_result()
     except (NotADirectoryError, IsADirectoryError) as exc:
-        return _error(NOT_A_FILE, f"{exc.filename or ''}: {exc.strerror}".strip(": "))
+        message = f"{exc.filename or ''}: {exc.strerror}".strip(": ")
+        return WorkspaceError(message, NOT_A_FILE).to_result()
     except OSError as exc:
-        return _error(IO_ERROR, str(exc))
+        return WorkspaceError(str(exc), IO_ERROR).to_result()
 
 
 # --------------------------------------------------------------------------- tools

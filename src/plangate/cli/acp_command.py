@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from plangate.cli.options import add_database_option, add_model_option
+
+if TYPE_CHECKING:
+    from acp.interfaces import Agent
 
 __all__ = ["add_acp_parser", "run_acp"]
 
@@ -39,6 +42,7 @@ def run_acp(args: argparse.Namespace) -> int:
     import logging
 
     from plangate.acp import PlangateAgent, run_stdio
+    from plangate.cli.database import check_database
     from plangate.models.config import resolve_model
     from plangate.store.urls import resolve_database_url
 
@@ -48,6 +52,9 @@ def run_acp(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"plangate acp: {exc}", file=sys.stderr)
         return 2
+    failed = check_database("acp", database_url)
+    if failed is not None:
+        return failed
     workspace = None
     if args.workspace:
         workspace = Path(args.workspace).expanduser().resolve()
@@ -58,7 +65,9 @@ def run_acp(args: argparse.Namespace) -> int:
     logging.getLogger("google_adk.google.adk.telemetry._metrics").setLevel(logging.ERROR)
     agent = PlangateAgent(model, database_url=database_url, workspace=workspace)
     try:
-        asyncio.run(run_stdio(agent))
+        # The SDK's Agent protocol lists every method; ones an agent leaves out (session
+        # fork and resume, authenticate) are answered "method not found" by its router.
+        asyncio.run(run_stdio(cast("Agent", agent)))
     except KeyboardInterrupt:
         return 130
     return 0

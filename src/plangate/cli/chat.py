@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.agents.run_config import RunConfig
 from google.genai import types
 from rich.console import Console
 from rich.markup import escape
@@ -24,6 +24,8 @@ from rich.panel import Panel
 from rich.status import Status
 from rich.text import Text
 
+from plangate.adk.contract import StreamingMode
+from plangate.adk.database import failure_text
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
 from plangate.agent.coding_agent import build_coding_agent
@@ -565,7 +567,7 @@ class _RunView:
             raise
         except Exception as exc:  # a model or network failure must not lose the session
             chat.console.print(
-                Text(f"The run failed: {type(exc).__name__}: {exc}", "bold red"),
+                Text(f"The run failed: {failure_text(exc)[1]}", "bold red"),
             )
             chat.console.print(Text("The session is saved; you can retry or /quit."))
 
@@ -654,6 +656,11 @@ class _Starter:
 
     async def run(self) -> int:
         args = self.args
+        from plangate.cli.database import prepare_or_report
+
+        failed = await prepare_or_report("chat", args.database_url)
+        if failed is not None:
+            return failed
         console = Console()
         try:
             model = resolve_model(args.model, surface="terminal")

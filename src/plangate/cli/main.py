@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     from plangate.cli.doctor import add_doctor_parser
 
     add_doctor_parser(subparsers)
+    from plangate.cli.db import add_db_parser
+
+    add_db_parser(subparsers)
     from plangate.cli.journal_command import add_journal_parser
 
     add_journal_parser(subparsers)
@@ -46,7 +49,22 @@ def main(argv: list[str] | None = None) -> int:
     quiet_experimental_adk_warnings()
     logging.getLogger("google_adk").setLevel(logging.ERROR)
     args = build_parser().parse_args(argv)
+    if args.command in _RUNS_AGENTS:
+        _configure_telemetry()
     return int(args.func(args) or 0)
+
+
+_RUNS_AGENTS = frozenset({"chat", "serve", "acp"})
+
+
+def _configure_telemetry() -> None:
+    """Spans go where the standard ``OTEL_EXPORTER_OTLP_*`` variables point; nothing is set
+    up (and nothing costs) without them."""
+    from plangate.adk.telemetry import configure_from_env
+
+    problem = configure_from_env()
+    if problem is not None:
+        print(f"plangate: {problem}", file=sys.stderr)
 
 
 if __name__ == "__main__":

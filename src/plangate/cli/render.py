@@ -15,6 +15,7 @@ from rich.text import Text
 from plangate.cli.tables import rows_table
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError
+from plangate.result_text import describe_result, summarize_result
 
 __all__ = [
     "protocol_next_step",
@@ -28,8 +29,6 @@ __all__ = [
     "result_table",
     "summarize_result",
 ]
-
-GATE_PREFIX = "PLAN_MODE_GATE"
 
 
 def _args(args: dict[str, Any], limit: int = 90) -> str:
@@ -49,67 +48,22 @@ def render_call(console: Console, name: str, args: dict[str, Any]) -> None:
     )
 
 
-def summarize_result(name: str, result: dict[str, Any]) -> str:
-    if "error" in result:
-        return str(result["error"])
-    if name == "Read":
-        return f"read {result.get('path')} ({result.get('total_lines')} lines)"
-    if name == "Glob":
-        paths = result.get("paths") or []
-        return f"{len(paths)} paths: " + ", ".join(paths[:4]) + (" …" if len(paths) > 4 else "")
-    if name == "Grep":
-        return f"{len(result.get('matches') or [])} matches"
-    if name == "Bash":
-        out = (result.get("stdout") or result.get("stderr") or "").strip().splitlines()
-        tail = out[-1] if out else ""
-        return f"exit {result.get('exit_code')} · {tail}"
-    if name in ("Edit", "Write"):
-        return f"changed {result.get('path')}"
-    if name == "update_plan_content":
-        plan = result.get("plan") or {}
-        return f"plan {plan.get('status')} · revision {plan.get('contentRevisions')}"
-    if name == "todo_write":
-        return result.get("message", "todos updated")
-    if name == "list_data_sources":
-        return ", ".join(str(s.get("name")) for s in result.get("sources") or []) or "no sources"
-    if name == "inspect_schema":
-        tables = result.get("tables") or [result]
-        return "; ".join(f"{t.get('name')} ({len(t.get('columns') or [])} columns)" for t in tables)
-    if name == "lookup_values":
-        values = result.get("values") or []
-        return f"{len(values)} values: " + ", ".join(str(v.get("value")) for v in values[:5])
-    if name == "plan_query":
-        return f"query {result.get('query_id')} valid on {', '.join(result.get('tables') or [])}"
-    if name == "run_sql_readonly":
-        return f"{result.get('row_count')} rows" + (
-            " (truncated)" if result.get("truncated") else ""
-        )
-    if name == "validate_result":
-        return "valid" if result.get("valid") else f"issues: {result.get('issues')}"
-    if name == "bind_evidence":
-        return f"evidence {result.get('evidence_id')}"
-    if name == "protocol_handoff":
-        return f"handoff {result.get('status')} → {result.get('active_protocol')}"
-    if "message" in result:
-        return str(result["message"])
-    text = json.dumps(result, ensure_ascii=False)
-    return text if len(text) < 160 else text[:159] + "…"
-
-
 def render_result(console: Console, name: str, result: dict[str, Any]) -> None:
-    summary = summarize_result(name, result)
-    error = str(result.get("error", ""))
-    if error.startswith(GATE_PREFIX):
+    outcome = describe_result(name, result)
+    hint = (f" — {outcome.hint}", "dim") if outcome.hint else ""
+    if outcome.kind == "refused":
         console.print(
             Text.assemble(
-                ("    ⛔ refused by plan gate: ", "bold red"),
-                (error[len(GATE_PREFIX) + 2 :], "red"),
+                (f"    ⛔ refused by {outcome.refused_by}: ", "bold red"),
+                (outcome.text, "red"),
+                hint,
             )
         )
-    elif error:
-        console.print(Text.assemble(("    ✗ ", "yellow"), (summary, "yellow")))
+    elif outcome.kind != "ok":
+        code = f" ({outcome.code.value})" if outcome.code is not None else ""
+        console.print(Text.assemble(("    ✗ ", "yellow"), (outcome.text + code, "yellow"), hint))
     else:
-        console.print(Text.assemble(("    ⎿ ", "green"), (summary, "dim")))
+        console.print(Text.assemble(("    ⎿ ", "green"), (outcome.text, "dim")))
         table = result_table(name, result)
         if table is not None:
             console.print(Padding(table, (0, 0, 0, 4)))

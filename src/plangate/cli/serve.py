@@ -47,6 +47,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from plangate.cli.database import check_database
     from plangate.data import DataError
     from plangate.web.server import serve
 
@@ -58,6 +59,9 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"plangate serve: {exc}", file=sys.stderr)
         return 2
+    failed = check_database("serve", args.database_url)
+    if failed is not None:
+        return failed
     try:
         serve(
             args.host,

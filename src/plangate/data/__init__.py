@@ -6,12 +6,15 @@ package works without loading google-adk.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .catalog import DataCatalog, DataError, DataSource, default_cache_dir
 from .sample import REVENUE_DEFINITION, SAMPLE_DESCRIPTION, build_sample_database
 from .sql_guard import SqlGuardError, ValidatedQuery, validate_readonly_sql
 from .tools import TOOL_NAMES, DataTools
+
+if TYPE_CHECKING:  # loaded lazily by __getattr__ below
+    from .adk_tools import data_adk_tools
 
 __all__ = [
     "REVENUE_DEFINITION",

@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 import duckdb
 
+from plangate.errors import CodedError, ErrorCode
+
 from ._duck import (
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_THREADS,
@@ -62,13 +64,26 @@ _KINDS: dict[str, SourceKind] = {".duckdb": "duckdb", ".csv": "csv", ".parquet":
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 
 
-class DataError(Exception):
+_HINTS: dict[ErrorCode, str] = {
+    ErrorCode.UNKNOWN_SOURCE: "call list_data_sources and use one of the names it gives",
+    ErrorCode.UNKNOWN_TABLE: "call inspect_schema on the source and use a table it lists",
+    ErrorCode.UNKNOWN_COLUMN: "call inspect_schema and use a column it lists",
+    ErrorCode.SOURCE_CLOSED: "start a new session; this source was closed",
+    ErrorCode.QUERY_TIMEOUT: "narrow the query and run it again",
+    ErrorCode.SQL_PARSE_ERROR: "write one valid SELECT statement",
+    ErrorCode.SQL_MULTIPLE_STATEMENTS: "send one SELECT statement per call",
+    ErrorCode.SQL_NOT_READ_ONLY: "only SELECT (and WITH ... SELECT) runs here",
+    ErrorCode.SQL_FORBIDDEN_FUNCTION: "query the registered tables; file and system functions "
+    "are refused",
+    ErrorCode.SQL_UNKNOWN_TABLE: "use the tables list_data_sources and inspect_schema give",
+}
+
+
+class DataError(CodedError):
     """Bad input to the catalog or a failed data operation; ``code`` names the kind."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
+    def __init__(self, code: ErrorCode, message: str, hint: str | None = None) -> None:
+        super().__init__(code, message, _HINTS.get(code, "") if hint is None else hint)
 
 
 @dataclass
@@ -208,7 +223,7 @@ class DataCatalog:
         """Register a ``.duckdb``, ``.csv`` or ``.parquet`` file as source ``name``."""
         if not isinstance(name, str) or not _NAME.match(name):
             raise DataError(
-                "INVALID_NAME",
+                ErrorCode.INVALID_NAME,
                 f"invalid source name {name!r}: use a letter followed by letters, digits "
                 "or underscores (at most 64 characters)",
             )
@@ -217,17 +232,17 @@ class DataCatalog:
         if kind is None:
             supported = ", ".join(sorted(_KINDS))
             raise DataError(
-                "UNSUPPORTED_FORMAT",
+                ErrorCode.UNSUPPORTED_FORMAT,
                 f"cannot register {file.name!r}: unsupported file type "
                 f"{file.suffix or '(none)'!r}; supported: {supported}",
             )
         if not file.is_file():
-            raise DataError("FILE_NOT_FOUND", f"no such file: {file}")
+            raise DataError(ErrorCode.FILE_NOT_FOUND, f"no such file: {file}")
         file = file.resolve()
         with self._lock:
             if name in self._sources:
                 raise DataError(
-                    "DUPLICATE_SOURCE",
+                    ErrorCode.DUPLICATE_SOURCE,
                     f"a source named {name!r} is already registered "
                     f"({self._sources[name].path.name}); pick another name",
                 )
@@ -249,12 +264,12 @@ class DataCatalog:
         except duckdb.Error as err:
             if is_config_conflict(err):
                 raise DataError(
-                    "CONFIG_CONFLICT",
+                    ErrorCode.CONFIG_CONFLICT,
                     f"{file.name!r} is already open in this process with other limits; "
                     f"open it with the same memory_limit and threads (this catalog: "
                     f"{self.memory_limit}, {self.threads})",
                 ) from None
-            raise DataError("INVALID_FILE", f"cannot open {file.name!r}: {err}") from None
+            raise DataError(ErrorCode.INVALID_FILE, f"cannot open {file.name!r}: {err}") from None
         try:
             if kind != "duckdb":
                 table = _table_name_for(file)
@@ -271,10 +286,12 @@ class DataCatalog:
             tables = self._list_tables(conn)
         except duckdb.Error as err:
             conn.close()
-            raise DataError("INVALID_FILE", f"cannot read {file.name!r} as {kind}: {err}") from None
+            raise DataError(
+                ErrorCode.INVALID_FILE, f"cannot read {file.name!r} as {kind}: {err}"
+            ) from None
         if not tables:
             conn.close()
-            raise DataError("INVALID_FILE", f"{file.name!r} contains no tables")
+            raise DataError(ErrorCode.INVALID_FILE, f"{file.name!r} contains no tables")
         return conn, tables
 
     @staticmethod
@@ -323,7 +340,7 @@ class DataCatalog:
             if found is None:
                 listed = ", ".join(sorted(self._sources)) or "none"
                 raise DataError(
-                    "UNKNOWN_SOURCE", f"unknown data source {name!r}; available: {listed}"
+                    ErrorCode.UNKNOWN_SOURCE, f"unknown data source {name!r}; available: {listed}"
                 )
             return found
 
@@ -340,7 +357,7 @@ class DataCatalog:
             if name.lower() == wanted:
                 return name
         raise DataError(
-            "UNKNOWN_TABLE",
+            ErrorCode.UNKNOWN_TABLE,
             f"source {source!r} has no table {table!r}; tables: {', '.join(tables)}",
         )
 
@@ -359,7 +376,7 @@ class DataCatalog:
         """
         found = self.source(source)
         if found._conn is None:
-            raise DataError("SOURCE_CLOSED", f"source {source!r} is closed")
+            raise DataError(ErrorCode.SOURCE_CLOSED, f"source {source!r} is closed")
         limit = self.query_timeout_s
         if timeout_s is not None and not math.isnan(timeout_s):
             limit = min(max(timeout_s, 0.001), limit)
@@ -373,7 +390,7 @@ class DataCatalog:
             watchdog.stop()
             if watchdog.fired:
                 raise DataError(
-                    "QUERY_TIMEOUT",
+                    ErrorCode.QUERY_TIMEOUT,
                     f"the query was cancelled after {limit:g} s, the time limit; narrow it: "
                     "aggregate more, filter earlier, select fewer columns, or check the "
                     "joins for a row explosion",

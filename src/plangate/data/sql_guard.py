@@ -22,6 +22,10 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from plangate.errors import ErrorCode
+
+from .catalog import DataError
+
 __all__ = [
     "SQL_FORBIDDEN_FUNCTION",
     "SQL_MULTIPLE_STATEMENTS",
@@ -34,11 +38,11 @@ __all__ = [
     "validate_readonly_sql",
 ]
 
-SQL_PARSE_ERROR = "SQL_PARSE_ERROR"
-SQL_MULTIPLE_STATEMENTS = "SQL_MULTIPLE_STATEMENTS"
-SQL_NOT_READ_ONLY = "SQL_NOT_READ_ONLY"
-SQL_FORBIDDEN_FUNCTION = "SQL_FORBIDDEN_FUNCTION"
-SQL_UNKNOWN_TABLE = "SQL_UNKNOWN_TABLE"
+SQL_PARSE_ERROR = ErrorCode.SQL_PARSE_ERROR
+SQL_MULTIPLE_STATEMENTS = ErrorCode.SQL_MULTIPLE_STATEMENTS
+SQL_NOT_READ_ONLY = ErrorCode.SQL_NOT_READ_ONLY
+SQL_FORBIDDEN_FUNCTION = ErrorCode.SQL_FORBIDDEN_FUNCTION
+SQL_UNKNOWN_TABLE = ErrorCode.SQL_UNKNOWN_TABLE
 
 # Functions that read or write files, reach other databases or the network, run SQL
 # given as a string, or expose the environment.
@@ -79,13 +83,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FILE_LIKE = re.compile(r"[/\\:]|\.[A-Za-z0-9]{1,8}$")
 
 
-class SqlGuardError(Exception):
-    """A query the guard refuses; ``code`` is one of the ``SQL_*`` constants."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
+class SqlGuardError(DataError):
+    """A query the guard refuses; ``code`` is one of the ``SQL_*`` codes."""
 
 
 @dataclass(frozen=True)

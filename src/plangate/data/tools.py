@@ -1,6 +1,6 @@
 """The data-analysis agent's tools: plain methods returning JSON-able dicts.
 
-Every method reports failure as ``{"error": "CODE: message"}`` and never raises, so a
+Every method reports failure as an error result (``plangate.errors``) and never raises, so a
 model gets an answer it can act on. All SQL goes through
 :func:`~plangate.data.sql_guard.validate_readonly_sql` and runs on the catalog's
 read-only connections, under its memory, thread and time limits (a query past its time
@@ -25,10 +25,11 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from plangate.errors import ErrorCode, error_result
 from plangate.policy.effects import read_only
 
 from .catalog import DataCatalog, DataError, quote_ident, quote_table
-from .sql_guard import SqlGuardError, validate_readonly_sql
+from .sql_guard import validate_readonly_sql
 
 __all__ = ["TOOL_NAMES", "DataTools", "canonical_json", "to_jsonable"]
 
@@ -83,8 +84,8 @@ def canonical_json(value: Any) -> str:
     return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _error(code: str, message: str) -> dict[str, Any]:
-    return {"error": f"{code}: {message}"}
+def _error(code: ErrorCode, message: str, hint: str = "") -> dict[str, Any]:
+    return error_result(code, message, hint)
 
 
 def _first_lines(text: object, limit: int = 600) -> str:
@@ -93,18 +94,18 @@ def _first_lines(text: object, limit: int = 600) -> str:
 
 
 def _tool(method: F) -> F:
-    """Turn raised errors into ``{"error": ...}`` and declare the method read-only."""
+    """Turn raised errors into error results and declare the method read-only."""
 
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
             return method(*args, **kwargs)
-        except (DataError, SqlGuardError) as err:
-            return _error(err.code, err.message)
+        except DataError as err:  # SqlGuardError included
+            return err.to_result()
         except duckdb.Error as err:
-            return _error("SQL_EXECUTION_ERROR", _first_lines(err))
+            return _error(ErrorCode.SQL_EXECUTION_ERROR, _first_lines(err))
         except Exception as err:
-            return _error("INTERNAL_ERROR", f"{type(err).__name__}: {_first_lines(err)}")
+            return _error(ErrorCode.INTERNAL_ERROR, f"{type(err).__name__}: {_first_lines(err)}")
 
     return read_only(wrapper)  # type: ignore[return-value]
 
@@ -251,7 +252,7 @@ class DataTools:
         col = columns.get(str(column).lower())
         if col is None:
             return _error(
-                "UNKNOWN_COLUMN",
+                ErrorCode.UNKNOWN_COLUMN,
                 f"table {name!r} has no column {column!r}; columns: {', '.join(columns.values())}",
             )
         limit = _clamp_int(limit, 1, LOOKUP_CAP, 20)
@@ -330,7 +331,7 @@ class DataTools:
           {"query_id", "sql" (normalized), "tables", "explain", "purpose", "valid": true}.
         """
         if not str(purpose or "").strip():
-            return _error("PURPOSE_REQUIRED", "say what the query is meant to answer")
+            return _error(ErrorCode.PURPOSE_REQUIRED, "say what the query is meant to answer")
         validated = self._validate(source, sql)
         with self.catalog.cursor(source) as cur:
             plan_rows = cur.execute(f"EXPLAIN {validated.sql}").fetchall()
@@ -527,20 +528,20 @@ class DataTools:
           canonical JSON), "row_count"}.
         """
         if not str(claim or "").strip():
-            return _error("CLAIM_REQUIRED", "state the claim the rows support")
+            return _error(ErrorCode.CLAIM_REQUIRED, "state the claim the rows support")
         if (
             not isinstance(rows, list)
             or not rows
             or not all(isinstance(r, dict) and r for r in rows)
         ):
             return _error(
-                "EVIDENCE_EMPTY", "give at least one non-empty row object from the result"
+                ErrorCode.EVIDENCE_EMPTY, "give at least one non-empty row object from the result"
             )
         with self._lock:
             run = self._runs.get(query_id)
         if run is None:
             return _error(
-                "UNKNOWN_QUERY",
+                ErrorCode.UNKNOWN_QUERY,
                 f"no result for query_id {query_id!r} in this session; "
                 "run the query with run_sql_readonly first",
             )
@@ -548,7 +549,7 @@ class DataTools:
             unknown = [k for k in row if k not in run["columns"]]
             if unknown:
                 return _error(
-                    "EVIDENCE_MISMATCH",
+                    ErrorCode.EVIDENCE_MISMATCH,
                     f"row {index} has columns the result does not: {unknown}",
                 )
             if not any(
@@ -556,7 +557,7 @@ class DataTools:
                 for got in run["rows"]
             ):
                 return _error(
-                    "EVIDENCE_MISMATCH",
+                    ErrorCode.EVIDENCE_MISMATCH,
                     f"row {index} does not match any row returned by query {query_id}",
                 )
         digest = hashlib.sha256(canonical_json(rows).encode()).hexdigest()

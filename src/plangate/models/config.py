@@ -31,7 +31,7 @@ def resolve_model(spec: str | None = None, *, surface: str | None = None) -> Bas
     if spec == "demo":
         from plangate.models.demo import DemoModel
 
-        return DemoModel(surface=surface)
+        return DemoModel.model_validate({"surface": surface})
     provider, sep, name = spec.partition(":")
     if not sep:
         if spec.startswith("gemini"):

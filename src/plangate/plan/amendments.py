@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
+from plangate.errors import ErrorCode, error_result
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.scope import Scope
 from plangate.plan.transitions import (
@@ -41,9 +42,9 @@ __all__ = [
     "resolve_amendment",
 ]
 
-AMENDMENT_REFUSED = "SCOPE_AMENDMENT_REFUSED"
-EDIT_REFUSED = "EDIT_REFUSED"
-TOOL_REFUSED = "TOOL_CALL_REFUSED"
+AMENDMENT_REFUSED = ErrorCode.SCOPE_AMENDMENT_REFUSED
+EDIT_REFUSED = ErrorCode.EDIT_REFUSED
+TOOL_REFUSED = ErrorCode.TOOL_CALL_REFUSED
 MAX_DIFF_CHARS = 20_000
 
 
@@ -66,9 +67,11 @@ def request_amendment(
     ``target`` names the call for a human (``Write inventory/stock.py``).
     """
     if record is None or (kind != "tool" and not record.is_being_implemented()):
-        raise PlanError("INVALID_STATE", "amendments apply to an approved plan only")
+        raise PlanError(ErrorCode.INVALID_STATE, "amendments apply to an approved plan only")
     if record.pending_for(call_id) is not None:
-        raise PlanError("INVALID_STATE", f"call {call_id!r} is already waiting for the user")
+        raise PlanError(
+            ErrorCode.INVALID_STATE, f"call {call_id!r} is already waiting for the user"
+        )
     updated = record.model_copy(deep=True)
     updated.updated_at = now
     approval_id = approval_id or uuid.uuid4().hex
@@ -162,20 +165,16 @@ def resolve_amendment(
             result["scope_summary"] = updated.scope.summary()
     else:
         if pending.kind == "tool":
-            message = (
-                f"{TOOL_REFUSED}: the user refused the call to {pending.tool_name}; it did not "
-                "run. Do without it, or explain why you need it and ask the user."
-            )
+            code = TOOL_REFUSED
+            message = f"the user refused the call to {pending.tool_name}; it did not run"
+            hint = "do without it, or explain why you need it and ask the user"
         else:
             code = AMENDMENT_REFUSED if pending.kind == "amendment" else EDIT_REFUSED
-            message = (
-                f"{code}: the user refused to let the plan {wants.asks()}; nothing was "
-                "changed. Stay within the approved scope, or explain why you need it and "
-                "ask the user."
-            )
+            message = f"the user refused to let the plan {wants.asks()}; nothing was changed"
+            hint = "stay within the approved scope, or explain why you need it and ask the user"
         if note:
-            message += f" Reviewer note: {note}"
-        result = {"status": "rejected", "error": message, "reviewer_note": note}
+            message += f". Reviewer note: {note}"
+        result = error_result(code, message, hint, status="rejected", reviewer_note=note)
     return decided(
         record,
         updated,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from plangate.errors import ErrorCode, error_result
 from plangate.plan.record import GATE_ACTIVE_STATUSES, PlanRecord, PlanStatus
 from plangate.policy.effects import Effect
 
@@ -68,9 +69,21 @@ class GateDecision:
     allowed: bool
     reason: str
     message: str = ""
+    hint: str = ""
+    """What the model can do instead (a refusal only)."""
+    tool: str = ""
+    plan_status: str = ""
 
-    def to_result(self) -> dict[str, Any]:
-        return {"error": self.message}
+    def to_result(self, note: str = "") -> dict[str, Any]:
+        """The refusal as a tool result; ``note`` is a sentence the host adds."""
+        message = f"{self.message} {note}" if note else self.message
+        return error_result(
+            ErrorCode.PLAN_MODE_GATE,
+            message,
+            self.hint,
+            tool=self.tool,
+            plan_status=self.plan_status,
+        )
 
 
 _ALLOW_NO_PLAN = GateDecision(True, "no active plan")
@@ -97,13 +110,14 @@ def _decide_corrupt(call: ToolCall, policy: GatePolicy, reason: str) -> GateDeci
             return verdict
         why, alternative = verdict.reason, "use read-only tools only"
     message = (
-        f"PLAN_MODE_GATE: tool '{call.name}' is blocked because the stored plan state is "
-        f"corrupt ({reason}) and {why}. Only read-only tools run until the user resets it. "
-        f"Instead: {alternative}, and ask the user to leave Plan Mode (/plan off, the "
-        "Agent toggle or the editor's default mode), which archives the corrupt state and "
-        "resets it."
+        f"tool '{call.name}' is blocked because the stored plan state is corrupt ({reason}) "
+        f"and {why}. Only read-only tools run until the user resets it."
     )
-    return GateDecision(False, f"corrupt plan state: {why}", message)
+    hint = (
+        f"{alternative}, and ask the user to leave Plan Mode (/plan off, the Agent toggle or "
+        "the editor's default mode), which archives the corrupt state and resets it"
+    )
+    return GateDecision(False, f"corrupt plan state: {why}", message, hint, call.name, "corrupt")
 
 
 def decide(
@@ -166,7 +180,10 @@ def decide(
         if (
             isinstance(tools, list)
             and tools
-            and all(isinstance(t, str) and t in policy.readonly_tool_names for t in tools)
+            and all(
+                isinstance(t, str) and t in policy.readonly_tool_names
+                for t in cast("list[object]", tools)
+            )
         ):
             return GateDecision(True, "read-only dynamic sub-agent")
         allowed = ", ".join(sorted(policy.readonly_tool_names))
@@ -254,8 +271,7 @@ def _hint(status: PlanStatus) -> str:
 
 def _deny(call: ToolCall, status: str, why: str, hint: str) -> GateDecision:
     message = (
-        f"PLAN_MODE_GATE: tool '{call.name}' is blocked while the plan is '{status}' "
-        f"({why}). Only read-only tools run until the user approves the plan. "
-        f"Instead: {hint}."
+        f"tool '{call.name}' is blocked while the plan is '{status}' ({why}). Only read-only "
+        "tools run until the user approves the plan."
     )
-    return GateDecision(False, why, message)
+    return GateDecision(False, why, message, hint, call.name, status)

@@ -99,12 +99,17 @@ class PendingRequest(_Model):
         return (self.call_at if self.call_at is not None else self.created_at, self.call_index)
 
 
+RequestKind = Literal["enter", "exit", "question", "amendment", "edit", "tool"]
+DecisionKind = Literal["enter", "exit", "question", "exit_mode", "amendment", "edit", "tool"]
+Decision = Literal["approved", "rejected", "answered", "cancelled", "withdrawn"]
+
+
 class ApprovalEvent(_Model):
     """One applied human decision: who decided what about which revision, and when."""
 
     approval_id: str
-    kind: Literal["enter", "exit", "question", "exit_mode", "amendment", "edit", "tool"]
-    decision: Literal["approved", "rejected", "answered", "cancelled", "withdrawn"]
+    kind: DecisionKind
+    decision: Decision
     actor: str
     decided_at: float
     call_id: str | None = None
@@ -133,10 +138,10 @@ class PlanRecord(_Model):
     permission: Permission = "auto"
     """Chosen at approval: ``auto`` acts within the scope, ``ask_each_edit`` pauses every
     file write with its diff."""
-    revisions: list[Revision] = Field(default_factory=list)
-    asked_questions: list[PlanQuestion] = Field(default_factory=list)
-    pending: list[PendingRequest] = Field(default_factory=list)
-    approvals: list[ApprovalEvent] = Field(default_factory=list)
+    revisions: list[Revision] = Field(default_factory=list[Revision])
+    asked_questions: list[PlanQuestion] = Field(default_factory=list[PlanQuestion])
+    pending: list[PendingRequest] = Field(default_factory=list[PendingRequest])
+    approvals: list[ApprovalEvent] = Field(default_factory=list[ApprovalEvent])
     reviewer_note: str | None = None
     suggested_content: str | None = None
     started_at: float

@@ -15,40 +15,30 @@ Pure: no clock, no I/O, no ADK.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from plangate.errors import CodedError, ErrorCode, error_result
 from plangate.plan.record import PlanRecord
 
-__all__ = ["MatchedReply", "ReplyError", "ReplyErrorCode", "match_reply"]
+__all__ = ["REPLY_HINTS", "MatchedReply", "ReplyError", "ReplyErrorCode", "match_reply"]
 
 
-class ReplyErrorCode(StrEnum):
-    UNKNOWN_REQUEST = "UNKNOWN_REQUEST"
-    """No request with this call id is open (never asked, foreign, or withdrawn long ago)."""
-    ALREADY_ANSWERED = "ALREADY_ANSWERED"
-    """The request was already decided; a request is answered exactly once."""
-    NO_MATCHING_REQUEST = "NO_MATCHING_REQUEST"
-    """A reply without a call id, and no open request of its tool name."""
-    AMBIGUOUS_REPLY = "AMBIGUOUS_REPLY"
-    """A reply without a call id, and several open requests of its tool name."""
-    STALE_REPLY = "STALE_REPLY"
-    """The reply reviewed something else: approval_id, revision, sha256 or question_id differ."""
-    INVALID_REPLY = "INVALID_REPLY"
-    """The reply is malformed (status, answer, content...)."""
+ReplyErrorCode = ErrorCode
+"""The human-reply codes are members of the one ``ErrorCode`` enum: ``UNKNOWN_REQUEST``,
+``ALREADY_ANSWERED``, ``NO_MATCHING_REQUEST``, ``AMBIGUOUS_REPLY``, ``STALE_REPLY``,
+``INVALID_REPLY``."""
 
-
-_HINTS = {
-    ReplyErrorCode.UNKNOWN_REQUEST: "read the open requests again and answer one of them",
-    ReplyErrorCode.ALREADY_ANSWERED: "nothing to do: the first answer stands",
-    ReplyErrorCode.NO_MATCHING_REQUEST: "read the open requests again; none of this kind is open",
-    ReplyErrorCode.AMBIGUOUS_REPLY: "send the reply with the call id of the request it answers",
-    ReplyErrorCode.STALE_REPLY: "read the pending request again and answer what it shows now",
-    ReplyErrorCode.INVALID_REPLY: "use one of the documented reply shapes",
+REPLY_HINTS: dict[ErrorCode, str] = {
+    ErrorCode.UNKNOWN_REQUEST: "read the open requests again and answer one of them",
+    ErrorCode.ALREADY_ANSWERED: "nothing to do: the first answer stands",
+    ErrorCode.NO_MATCHING_REQUEST: "read the open requests again; none of this kind is open",
+    ErrorCode.AMBIGUOUS_REPLY: "send the reply with the call id of the request it answers",
+    ErrorCode.STALE_REPLY: "read the pending request again and answer what it shows now",
+    ErrorCode.INVALID_REPLY: "use one of the documented reply shapes",
 }
 
 
-class ReplyError(Exception):
+class ReplyError(CodedError):
     """A human reply that was refused; nothing was recorded.
 
     Raised by ``PlanSession.submit`` and, over the wire, by the runner when a reply
@@ -56,23 +46,20 @@ class ReplyError(Exception):
     ``__cause__`` is this error).
     """
 
-    def __init__(self, code: ReplyErrorCode, message: str, *, call_id: str | None = None) -> None:
-        super().__init__(f"{code.value}: {message}")
-        self.code = code
-        self.message = message
-        self.hint = _HINTS[code]
+    def __init__(self, code: ErrorCode, message: str, *, call_id: str | None = None) -> None:
+        super().__init__(code, message, REPLY_HINTS.get(code, ""))
         self.call_id = call_id
 
-    def __repr__(self) -> str:
-        return f"ReplyError(code={self.code.value!r}, message={self.message!r})"
-
     def to_result(self) -> dict[str, Any]:
-        """What the model is shown in place of a reply that changed nothing."""
-        return {
-            "status": "ignored",
-            "error": f"HITL_REPLY_IGNORED: {self.message}",
-            "code": self.code.value,
-        }
+        """What the model is shown in place of a reply that changed nothing: the seed's
+        ``HITL_REPLY_IGNORED``, with the reason's code beside it."""
+        return error_result(
+            ErrorCode.HITL_REPLY_IGNORED,
+            self.message,
+            self.hint,
+            status="ignored",
+            reason_code=self.code.value,
+        )
 
 
 @dataclass(frozen=True)

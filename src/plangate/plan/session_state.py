@@ -8,7 +8,7 @@ since (a selection made while a run is in progress waits here for the next bound
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -46,6 +46,14 @@ class IgnoredReply(BaseModel):
     reason: str
     reply: Any = None
     code: str | None = None
+
+    def refusal(self) -> ReplyIgnored:
+        """The refusal the model and the surfaces are shown for this reply."""
+        try:
+            code = ReplyErrorCode(self.code or ReplyErrorCode.INVALID_REPLY)
+        except ValueError:  # a state written before the codes existed
+            code = ReplyErrorCode.INVALID_REPLY
+        return ReplyIgnored(self.reason, code)
 
 
 class SelectionRequest(BaseModel):
@@ -114,7 +122,18 @@ class PlanSessionState(BaseModel):
         return transition
 
     def ignore(self, call_id: str, exc: ReplyIgnored, reply: Any) -> None:
-        self.ignored[call_id] = IgnoredReply(reason=exc.reason, reply=reply, code=exc.code.value)
+        self.ignored[call_id] = IgnoredReply(
+            reason=exc.reason, reply=reply, code=exc.reason_code.value
+        )
+
+    def reply_result(self, call_id: str) -> dict[str, Any] | None:
+        """What a human reply to ``call_id`` came to: the canonical result of an applied
+        reply, the refusal of an ignored one, or None while it is not resolved yet."""
+        resolution = self.resolutions.get(call_id)
+        if resolution is not None:
+            return resolution.result
+        ignored = self.ignored.get(call_id)
+        return ignored.refusal().to_result() if ignored is not None else None
 
 
 def _answered_id(transition: Transition) -> str | None:
@@ -145,6 +164,7 @@ def read_stored(data: object, *, plan_selection: str | None = None) -> PlanSessi
     """
     if not isinstance(data, dict):
         raise CorruptPlanState(f"the document is {_json_type(data)}, not an object")
+    data = cast("dict[str, Any]", data)
     if "record" not in data:
         raise CorruptPlanState("the document has no 'record'")
     unknown = sorted(str(k) for k in data if k not in _FIELDS)
@@ -182,15 +202,21 @@ def salvage(data: object, *, selection: str | None) -> PlanSessionState:
     """
     if not isinstance(data, dict):
         return PlanSessionState(selection=selection)
+    data = cast("dict[str, Any]", data)
     state = PlanSessionState(
         selection=selection,
         resolutions=_readable(data.get("resolutions"), Resolution),
         ignored=_readable(data.get("ignored"), IgnoredReply),
     )
-    record = data.get("record")
-    pending = record.get("pending") if isinstance(record, dict) else None
-    for request in pending if isinstance(pending, list) else ():
-        call_id = request.get("callId") if isinstance(request, dict) else None
+    record: Any = data.get("record")
+    pending: Any = (
+        cast("dict[str, Any]", record).get("pending") if isinstance(record, dict) else None
+    )
+    requests = cast("list[Any]", pending) if isinstance(pending, list) else []
+    for request in requests:
+        call_id: Any = (
+            cast("dict[str, Any]", request).get("callId") if isinstance(request, dict) else None
+        )
         if isinstance(call_id, str) and call_id and call_id not in state.resolutions:
             state.resolutions[call_id] = Resolution(result=dict(_WITHDRAWN))
     return state
@@ -199,7 +225,8 @@ def salvage(data: object, *, selection: str | None) -> PlanSessionState:
 def _readable(entries: object, model: type[_Entry]) -> dict[str, _Entry]:
     """The entries of a by-call-id map that still validate."""
     readable: dict[str, _Entry] = {}
-    for call_id, entry in entries.items() if isinstance(entries, dict) else ():
+    items = cast("dict[object, object]", entries).items() if isinstance(entries, dict) else ()
+    for call_id, entry in items:
         try:
             readable[str(call_id)] = model.model_validate(entry)
         except ValidationError:

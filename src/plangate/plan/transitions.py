@@ -10,18 +10,21 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from plangate.errors import CodedError, ErrorCode
 from plangate.journal.events import JournalEvent
 from plangate.plan.record import (
     ApprovalEvent,
+    Decision,
+    DecisionKind,
     PendingRequest,
     PlanQuestion,
     PlanRecord,
     PlanStatus,
     Revision,
 )
-from plangate.plan.replies import ReplyErrorCode
+from plangate.plan.replies import REPLY_HINTS, ReplyErrorCode
 from plangate.plan.scope import Scope, ScopeError, parse_permission, parse_scope, plan_sha256
 
 __all__ = [
@@ -44,28 +47,42 @@ __all__ = [
 PREVIEW_CHARS = 2000
 
 
-class PlanError(Exception):
+class PlanError(CodedError):
     """A request the state machine refuses; returned to the model as a tool error."""
 
-    def __init__(self, code: Literal["INVALID_ARGS", "INVALID_STATE"], message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
+    def __init__(
+        self,
+        code: Literal[ErrorCode.INVALID_ARGS, ErrorCode.INVALID_STATE],
+        message: str,
+        hint: str | None = None,
+    ) -> None:
+        if hint is None:
+            hint = _PLAN_HINTS[code]
+        super().__init__(code, message, hint)
 
-    def to_result(self) -> dict[str, Any]:
-        return {"error": f"{self.code}: {self.message}"}
+
+_PLAN_HINTS = {
+    ErrorCode.INVALID_ARGS: "fix the argument and call the tool again",
+    ErrorCode.INVALID_STATE: "read the plan status in the error and take the step it allows",
+}
 
 
-class ReplyIgnored(Exception):
-    """A human reply that changes nothing (stale, duplicate, foreign or malformed)."""
+class ReplyIgnored(CodedError):
+    """A human reply that changes nothing (stale, duplicate, foreign or malformed).
+
+    Its result keeps the seed's ``HITL_REPLY_IGNORED`` code; ``reason_code`` says why.
+    """
 
     def __init__(self, reason: str, code: ReplyErrorCode = ReplyErrorCode.INVALID_REPLY) -> None:
-        super().__init__(reason)
+        super().__init__(
+            ErrorCode.HITL_REPLY_IGNORED,
+            reason,
+            REPLY_HINTS[code],
+            status="ignored",
+            reason_code=code.value,
+        )
         self.reason = reason
-        self.code = code
-
-    def to_result(self) -> dict[str, Any]:
-        return {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {self.reason}"}
+        self.reason_code = code
 
 
 @dataclass(frozen=True)
@@ -78,7 +95,7 @@ class Transition:
     """A finished plan that a new planning cycle replaced; kept readable, never lost."""
     decision: ApprovalEvent | None = None
     """The human decision this transition applied, if any (drives ``on_approval``)."""
-    resolutions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resolutions: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
     """Canonical results for function-call ids this transition resolved."""
 
 
@@ -110,12 +127,18 @@ def _event(
 
 def _require_text(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise PlanError("INVALID_ARGS", f"'{name}' must be a non-empty string")
+        raise PlanError(ErrorCode.INVALID_ARGS, f"'{name}' must be a non-empty string")
     return value
 
 
 def _new_record(
-    *, status: PlanStatus, objective: str, branch: str, entry: str, now: float, plan_id: str | None
+    *,
+    status: PlanStatus,
+    objective: str,
+    branch: str,
+    entry: Literal["model", "selection"],
+    now: float,
+    plan_id: str | None,
 ) -> PlanRecord:
     return PlanRecord(
         id=plan_id or _new_id(),
@@ -142,9 +165,11 @@ def request_enter(
     objective = _require_text(objective, "objective")
     if current is not None and current.is_gate_active():
         if current.status is PlanStatus.PENDING_ENTER:
-            raise PlanError("INVALID_STATE", "an entry request is already waiting for the user")
+            raise PlanError(
+                ErrorCode.INVALID_STATE, "an entry request is already waiting for the user"
+            )
         raise PlanError(
-            "INVALID_STATE",
+            ErrorCode.INVALID_STATE,
             f"already in Plan Mode (status={current.status.value}); keep planning and "
             "submit the plan with exit_plan_mode",
         )
@@ -270,11 +295,11 @@ def update_content(
     """Append to or replace the plan body and/or set its scope; the revision moves only
     on a real change. ``scope`` (validated here) replaces the plan's scope when given."""
     if mode not in ("append", "replace"):
-        raise PlanError("INVALID_ARGS", f"mode must be 'append' or 'replace', got {mode!r}")
+        raise PlanError(ErrorCode.INVALID_ARGS, f"mode must be 'append' or 'replace', got {mode!r}")
     try:
         new_scope = parse_scope(scope)
     except ScopeError as exc:
-        raise PlanError("INVALID_ARGS", str(exc)) from None
+        raise PlanError(ErrorCode.INVALID_ARGS, str(exc)) from None
     if new_scope is None or content not in (None, ""):
         content = _require_text(content, "content")
     _require_status(record, {PlanStatus.EXPLORING, PlanStatus.DRAFTING}, "update the plan")
@@ -340,10 +365,10 @@ def request_exit(
     assert record is not None
     if not record.content.strip():
         raise PlanError(
-            "INVALID_STATE", "the plan is empty; write it with update_plan_content first"
+            ErrorCode.INVALID_STATE, "the plan is empty; write it with update_plan_content first"
         )
-    if summary is not None and not isinstance(summary, str):
-        raise PlanError("INVALID_ARGS", "'summary' must be a string")
+    if summary is not None and not isinstance(summary, str):  # pyright: ignore[reportUnnecessaryIsInstance] -- models send any JSON
+        raise PlanError(ErrorCode.INVALID_ARGS, "'summary' must be a string")
     updated = record.model_copy(deep=True)
     updated.status = PlanStatus.PENDING_APPROVAL
     updated.updated_at = now
@@ -396,9 +421,11 @@ def ask_question(
     """Ask the user a clarifying question while planning; the run pauses for the answer."""
     question = _require_text(question, "question")
     if options is not None and (
-        not isinstance(options, list) or not all(isinstance(o, str) and o.strip() for o in options)
+        not isinstance(options, list)
+        or not all(isinstance(o, str) and o.strip() for o in cast("list[object]", options))
     ):
-        raise PlanError("INVALID_ARGS", "'options' must be a list of non-empty strings")
+        raise PlanError(ErrorCode.INVALID_ARGS, "'options' must be a list of non-empty strings")
+    options = cast("list[str] | None", options)
     _require_status(
         record,
         {PlanStatus.EXPLORING, PlanStatus.DRAFTING, PlanStatus.PENDING_APPROVAL},
@@ -527,6 +554,7 @@ def apply_reply(
         raise ReplyIgnored(f"call id {call_id!r} belongs to {pending.tool_name}, not {tool_name}")
     if not isinstance(response, dict):
         raise ReplyIgnored("the reply must be a JSON object")
+    response = cast("dict[str, Any]", response)
     status = response.get("status")
     if isinstance(status, str) and status.startswith("pending_"):
         raise ReplyIgnored("the reply echoes the pending request instead of deciding it")
@@ -601,18 +629,20 @@ def _require_status(record: PlanRecord | None, allowed: set[PlanStatus], action:
     if record is not None and record.status in allowed:
         return
     if record is None or not record.is_gate_active():
-        raise PlanError("INVALID_STATE", f"cannot {action}: no active plan; call enter_plan_mode")
+        raise PlanError(
+            ErrorCode.INVALID_STATE, f"cannot {action}: no active plan; call enter_plan_mode"
+        )
     if record.status is PlanStatus.PENDING_APPROVAL:
         raise PlanError(
-            "INVALID_STATE",
+            ErrorCode.INVALID_STATE,
             f"cannot {action}: the plan is locked while it waits for approval; "
             "end your turn and wait for the reviewer",
         )
     if record.status is PlanStatus.PENDING_ENTER:
         raise PlanError(
-            "INVALID_STATE", f"cannot {action}: the user has not confirmed Plan Mode yet"
+            ErrorCode.INVALID_STATE, f"cannot {action}: the user has not confirmed Plan Mode yet"
         )
-    raise PlanError("INVALID_STATE", f"cannot {action} in status {record.status.value}")
+    raise PlanError(ErrorCode.INVALID_STATE, f"cannot {action} in status {record.status.value}")
 
 
 def _check_binding(pending: PendingRequest, response: dict[str, Any]) -> None:
@@ -683,12 +713,12 @@ def _scope_line(scope: Scope | None) -> str:
 def _decision(
     record: PlanRecord,
     pending: PendingRequest,
-    decision: str,
+    decision: Decision,
     *,
     actor: str,
     now: float,
     note: str | None,
-    kind: str | None = None,
+    kind: DecisionKind | None = None,
 ) -> ApprovalEvent:
     return ApprovalEvent(
         approval_id=pending.approval_id,
@@ -779,7 +809,8 @@ def _resolve_exit(
         updated.status = PlanStatus.APPROVED
         updated.reviewer_note = note
         updated.suggested_content = None
-        edited_note = " with the reviewer's edits" if updated.sha256 != record.sha256 else ""
+        edited = updated.sha256 != record.sha256
+        edited_note = " with the reviewer's edits" if edited else ""
         message = (
             f"The user approved the plan (revision {updated.content_revisions}){edited_note}. "
             "Write tools are unlocked: implement the approved plan now."
@@ -791,7 +822,7 @@ def _resolve_exit(
         if note:
             message += f" Reviewer note: {note}"
         steps = plan_steps(updated.content)
-        result: dict[str, Any] = {"status": "approved", "message": message}
+        result: dict[str, Any] = {"status": "approved", "message": message, "edited": edited}
         if steps:
             result["message"] += " Track the steps with todo_write."
             result["suggested_todos"] = [{"content": s, "status": "pending"} for s in steps]
@@ -882,7 +913,7 @@ def _decided(
     pending: PendingRequest,
     result: dict[str, Any],
     *,
-    decision: str,
+    decision: Decision,
     actor: str,
     now: float,
     note: str | None,

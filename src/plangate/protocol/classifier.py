@@ -20,6 +20,7 @@ from pydantic import (
     ValidationError,
 )
 
+from plangate.errors import ErrorCode
 from plangate.protocol.definitions import ProtocolError, ProtocolRef
 from plangate.protocol.intent import SessionIntent, TaskRelation
 from plangate.protocol.text_budget import truncate_text
@@ -108,9 +109,11 @@ def parse_classifier_output(raw: str) -> Classification:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ClassifierOutputError(f"PROTOCOL_CLASSIFIER_OUTPUT_INVALID:json:{exc.msg}") from None
+        raise ClassifierOutputError(
+            ErrorCode.PROTOCOL_CLASSIFIER_OUTPUT_INVALID, f"json:{exc.msg}"
+        ) from None
     if not isinstance(data, dict):
-        raise ClassifierOutputError("PROTOCOL_CLASSIFIER_OUTPUT_INVALID:not-an-object")
+        raise ClassifierOutputError(ErrorCode.PROTOCOL_CLASSIFIER_OUTPUT_INVALID, "not-an-object")
     data = cast("dict[str, Any]", data)
     # JSON arrays arrive as lists; strict mode wants the declared tuple type.
     if isinstance(data.get("reasonCodes"), list):
@@ -119,7 +122,9 @@ def parse_classifier_output(raw: str) -> Classification:
         return Classification.model_validate(data)
     except ValidationError as exc:
         fields = ",".join(sorted({".".join(map(str, e["loc"])) for e in exc.errors()}))
-        raise ClassifierOutputError(f"PROTOCOL_CLASSIFIER_OUTPUT_INVALID:{fields}") from None
+        raise ClassifierOutputError(
+            ErrorCode.PROTOCOL_CLASSIFIER_OUTPUT_INVALID, f"{fields}"
+        ) from None
 
 
 def _candidate_lines(candidates: Sequence[ProtocolRef]) -> str:

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from plangate.errors import ErrorCode
 from plangate.protocol.actions import is_data_action
 from plangate.protocol.definitions import (
     PROTOCOL_REJECTION_CODES,
@@ -27,8 +28,8 @@ __all__ = [
     "unrecovered_data_rejections",
 ]
 
-DATA_ACTIONS_REJECTED = "DATA_ACTIONS_REJECTED_BY_PROTOCOL"
-TERMINAL_DECISION_REQUIRED = "PROTOCOL_TERMINAL_DECISION_REQUIRED"
+DATA_ACTIONS_REJECTED = ErrorCode.DATA_ACTIONS_REJECTED_BY_PROTOCOL
+TERMINAL_DECISION_REQUIRED = ErrorCode.PROTOCOL_TERMINAL_DECISION_REQUIRED
 
 
 class RunOutcome(BaseModel):

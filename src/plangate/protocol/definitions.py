@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from plangate.errors import CodedError, ErrorCode
 from plangate.protocol.actions import (
     EVIDENCE_BIND_ACTION,
     GENERAL_ANSWER_COMMIT_ACTION,
@@ -66,10 +67,10 @@ __all__ = [
     "start_segment",
 ]
 
-ACTION_NOT_ALLOWED_IN_PHASE = "ACTION_NOT_ALLOWED_IN_PHASE"
-ACTION_BUDGET_EXHAUSTED = "PROTOCOL_ACTION_BUDGET_EXHAUSTED"
-GUARD_REJECTED = "PROTOCOL_GUARD_REJECTED"
-SEGMENT_NOT_ACTIVE = "PROTOCOL_SEGMENT_NOT_ACTIVE"
+ACTION_NOT_ALLOWED_IN_PHASE = ErrorCode.ACTION_NOT_ALLOWED_IN_PHASE
+ACTION_BUDGET_EXHAUSTED = ErrorCode.PROTOCOL_ACTION_BUDGET_EXHAUSTED
+GUARD_REJECTED = ErrorCode.PROTOCOL_GUARD_REJECTED
+SEGMENT_NOT_ACTIVE = ErrorCode.PROTOCOL_SEGMENT_NOT_ACTIVE
 PROTOCOL_REJECTION_CODES = frozenset(
     {ACTION_NOT_ALLOWED_IN_PHASE, ACTION_BUDGET_EXHAUSTED, GUARD_REJECTED, SEGMENT_NOT_ACTIVE}
 )
@@ -78,13 +79,17 @@ PROTOCOL_REJECTION_CODES = frozenset(
 _HINT_MAX_NAMES = 12
 
 
-class ProtocolError(Exception):
-    """A governance refusal with a stable machine code (the text before the first colon)."""
+class ProtocolError(CodedError):
+    """A governance refusal with a stable machine code.
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = message.split(":", 1)[0]
+    Its ``message`` keeps the seed's shape, ``<CODE>:<detail>``, which journals and
+    clients already read; ``code`` and ``detail`` are the same facts as fields.
+    """
+
+    def __init__(self, code: ErrorCode, detail: str = "", hint: str = "") -> None:
+        super().__init__(code, f"{code.value}:{detail}" if detail else code.value, hint)
+        self.detail = detail
+        self.args = (self.message,)
 
 
 class ProtocolRef(WireModel):
@@ -156,7 +161,7 @@ class ProtocolDefinition(WireModel):
         for phase in self.phases:
             if phase.name == name:
                 return phase
-        raise ProtocolError(f"PROTOCOL_PHASE_UNKNOWN:{self.ref}:{name}")
+        raise ProtocolError(ErrorCode.PROTOCOL_PHASE_UNKNOWN, f"{self.ref}:{name}")
 
 
 def register_protocols(
@@ -166,7 +171,7 @@ def register_protocols(
     registry: dict[ProtocolRef, ProtocolDefinition] = {}
     for definition in definitions:
         if definition.ref in registry:
-            raise ProtocolError(f"PROTOCOL_ALREADY_REGISTERED:{definition.ref}")
+            raise ProtocolError(ErrorCode.PROTOCOL_ALREADY_REGISTERED, f"{definition.ref}")
         registry[definition.ref] = definition
     return registry
 
@@ -397,7 +402,7 @@ def _definition(
     try:
         return definitions[protocol]
     except KeyError:
-        raise ProtocolError(f"PROTOCOL_NOT_REGISTERED:{protocol}") from None
+        raise ProtocolError(ErrorCode.PROTOCOL_NOT_REGISTERED, f"{protocol}") from None
 
 
 # --------------------------------------------------------------------------- authorization
@@ -411,8 +416,11 @@ class Allowed(WireModel):
 class Rejected(WireModel):
     allowed: Literal[False] = False
     action: str
-    code: str
+    code: ErrorCode
     message: str
+    """The seed's colon-joined text, e.g. ``ACTION_NOT_ALLOWED_IN_PHASE:<phase>:<action>:<allowed>``."""
+    phase: str = ""
+    """The phase the segment was in when it refused."""
     allowed_actions: tuple[str, ...] = ()
     recovery_hint: str = ""
     handoff_targets: tuple[ProtocolRef, ...] = ()
@@ -492,6 +500,7 @@ def authorize_action(
             action=action,
             code=SEGMENT_NOT_ACTIVE,
             message=f"{SEGMENT_NOT_ACTIVE}:{state.status}:{action}",
+            phase=state.phase,
             recovery_hint="This protocol segment has ended; no further actions run in it.",
         )
     if len(state.ledger) >= definition.max_actions:
@@ -499,6 +508,7 @@ def authorize_action(
             action=action,
             code=ACTION_BUDGET_EXHAUSTED,
             message=f"{ACTION_BUDGET_EXHAUSTED}:{definition.max_actions}",
+            phase=state.phase,
             recovery_hint=(
                 f"The action budget of {definition.max_actions} calls for this protocol "
                 "segment is used up. Answer with what you have."
@@ -521,6 +531,7 @@ def authorize_action(
             action=action,
             code=ACTION_NOT_ALLOWED_IN_PHASE,
             message=f"{ACTION_NOT_ALLOWED_IN_PHASE}:{state.phase}:{action}:{','.join(allowed)}",
+            phase=state.phase,
             allowed_actions=allowed,
             recovery_hint=hint,
             handoff_targets=targets,
@@ -532,6 +543,7 @@ def authorize_action(
                 action=action,
                 code=GUARD_REJECTED,
                 message=f"{GUARD_REJECTED}:{reason}:{action}",
+                phase=state.phase,
                 allowed_actions=allowed,
                 recovery_hint=f"{tool_for_action(action)} was refused: {reason}.",
             )
@@ -565,7 +577,7 @@ def _follow_facts(definition: ProtocolDefinition, phase: str, facts: frozenset[s
         if step is None:
             return phase
         phase = step.to
-    raise ProtocolError(f"PROTOCOL_TRANSITION_CYCLE:{definition.ref}:{phase}")
+    raise ProtocolError(ErrorCode.PROTOCOL_TRANSITION_CYCLE, f"{definition.ref}:{phase}")
 
 
 def record_action(
@@ -592,7 +604,7 @@ def record_action(
 
     domain = state.domain
     if action == GENERAL_ANSWER_COMMIT_ACTION and not outcome.answer_message_id:
-        raise ProtocolError("GENERAL_ANSWER_MESSAGE_MISSING")
+        raise ProtocolError(ErrorCode.GENERAL_ANSWER_MESSAGE_MISSING)
     effect = definition.effects.get(action, ActionEffect())
     facts = (domain.facts - effect.clears) | effect.sets
     requirements = dict(domain.requirements)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Literal
 
+from plangate.errors import ErrorCode
 from plangate.protocol.classifier import (
     Classification,
     ClassificationInput,
@@ -229,9 +230,9 @@ async def route_protocol(
 
     def require(ref: ProtocolRef) -> None:
         if ref not in registered:
-            raise ProtocolRoutingError(f"PROTOCOL_NOT_REGISTERED:{ref}")
+            raise ProtocolRoutingError(ErrorCode.PROTOCOL_NOT_REGISTERED, f"{ref}")
         if ref not in set(authorized):
-            raise ProtocolRoutingError(f"PROTOCOL_NOT_AUTHORIZED:{ref}")
+            raise ProtocolRoutingError(ErrorCode.PROTOCOL_NOT_AUTHORIZED, f"{ref}")
 
     # An intent whose protocol this user may no longer run is ignored for routing.
     usable_intent = intent if intent is not None and intent.protocol in available else None
@@ -241,7 +242,9 @@ async def route_protocol(
     if restored is not None:
         require(restored)
         if explicit is not None and explicit != restored:
-            raise ProtocolRoutingError(f"PROTOCOL_RESUME_SELECTION_MISMATCH:{explicit}:{restored}")
+            raise ProtocolRoutingError(
+                ErrorCode.PROTOCOL_RESUME_SELECTION_MISMATCH, f"{explicit}:{restored}"
+            )
         return RouteDecision(
             protocol=restored,
             source="restored",
@@ -272,7 +275,7 @@ async def route_protocol(
             )
         if classifier is None:
             tied = ",".join(sorted(str(c.protocol) for c in best))
-            raise ProtocolRoutingError(f"PROTOCOL_AMBIGUOUS:{tied}")
+            raise ProtocolRoutingError(ErrorCode.PROTOCOL_AMBIGUOUS, f"{tied}")
 
     warnings: list[str] = []
     if classifier is not None and available:
@@ -309,7 +312,7 @@ async def route_protocol(
             warnings=tuple(warnings),
         )
     if default not in available:
-        raise ProtocolRoutingError(f"PROTOCOL_NOT_RESOLVED:{default}")
+        raise ProtocolRoutingError(ErrorCode.PROTOCOL_NOT_RESOLVED, f"{default}")
     return RouteDecision(
         protocol=default,
         source="default",

@@ -29,6 +29,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from plangate.errors import ErrorCode
 from plangate.protocol.definitions import ProtocolError, ProtocolRef
 from plangate.protocol.intent import IntentTransition, SessionIntent, TaskRelation
 from plangate.store.schema import (
@@ -121,7 +122,7 @@ class SessionFork:
 
 
 def _revision(row: Row[Any]) -> IntentRevision:
-    m = row._mapping
+    m = row._mapping  # pyright: ignore[reportPrivateUsage] -- SQLAlchemy's public Row API
     return IntentRevision(
         id=m["id"],
         intent_id=m["intent_id"],
@@ -197,9 +198,9 @@ class IntentRepository:
             # itself inherited at its fork -- never the parent's later head.
             current = fork.parent_session_key
             if current in seen:
-                raise ProtocolError(f"SESSION_LINEAGE_CYCLE:{session_key}")
+                raise ProtocolError(ErrorCode.SESSION_LINEAGE_CYCLE, f"{session_key}")
             seen.add(current)
-        raise ProtocolError(f"SESSION_LINEAGE_TOO_DEEP:{session_key}:{max_depth}")
+        raise ProtocolError(ErrorCode.SESSION_LINEAGE_TOO_DEEP, f"{session_key}:{max_depth}")
 
     async def resolve(self, session_key: str) -> IntentRevision | None:
         return await self.revision(await self.resolve_revision_id(session_key))
@@ -372,7 +373,7 @@ class IntentRepository:
         revision; then write the handoff revision and rebind the run to it."""
         binding = await self.binding(session_key, run_id)
         if binding is None:
-            raise ProtocolError(f"RUN_INTENT_BINDING_NOT_FOUND:{run_id}")
+            raise ProtocolError(ErrorCode.RUN_INTENT_BINDING_NOT_FOUND, f"{run_id}")
         current = await self.resolve_revision_id(session_key)
         if current is not None and current != binding.active_revision_id:
             raise IntentRevisionConflict(session_key, binding.active_revision_id, current)
@@ -397,7 +398,7 @@ class IntentRepository:
         """The revision a checkpoint of ``run_id`` pins: the run's *active* revision."""
         binding = await self.binding(session_key, run_id)
         if binding is None:
-            raise ProtocolError(f"RUN_INTENT_BINDING_NOT_FOUND:{run_id}")
+            raise ProtocolError(ErrorCode.RUN_INTENT_BINDING_NOT_FOUND, f"{run_id}")
         return binding.active_revision_id
 
     async def rewrite_pin(self, session_key: str, run_id: str) -> str | None:
@@ -405,7 +406,7 @@ class IntentRepository:
         the branch point lies before that run changed anything."""
         binding = await self.binding(session_key, run_id)
         if binding is None:
-            raise ProtocolError(f"RUN_INTENT_BINDING_NOT_FOUND:{run_id}")
+            raise ProtocolError(ErrorCode.RUN_INTENT_BINDING_NOT_FOUND, f"{run_id}")
         return binding.base_revision_id
 
     async def fork_session(
@@ -420,13 +421,13 @@ class IntentRepository:
         """Record a branch. Without an explicit pin, the parent's resolution *now* is
         pinned, so later changes of the parent never reach the child."""
         if parent_session_key == child_session_key:
-            raise ProtocolError(f"SESSION_FORK_INVALID:{child_session_key}")
+            raise ProtocolError(ErrorCode.SESSION_FORK_INVALID, f"{child_session_key}")
         if isinstance(pin_revision, _Resolve):
             pin = await self.resolve_revision_id(parent_session_key)
         else:
             pin = pin_revision
             if pin is not None and await self.revision(pin) is None:
-                raise ProtocolError(f"SESSION_INTENT_REVISION_UNKNOWN:{pin}")
+                raise ProtocolError(ErrorCode.SESSION_INTENT_REVISION_UNKNOWN, f"{pin}")
         await self._conn.execute(
             insert(session_forks).values(
                 session_key=child_session_key,

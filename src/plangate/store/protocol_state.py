@@ -41,7 +41,9 @@ __all__ = [
 SEGMENT_KIND = "protocol_segment"
 RUN_KIND = "protocol_run"
 
-RunStatus = Literal["running", "completed", "degraded", "partial", "failed"]
+RunStatus = Literal["running", "completed", "degraded", "partial", "failed", "interrupted"]
+"""``interrupted``: the process executing the run died (its lease expired); a new run
+on the thread continues from what was stored."""
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 Within = Callable[[Transaction], Awaitable[Any]]
@@ -144,7 +146,7 @@ class ProtocolStateStore:
         return await _segments.get(self.store, _segment_key(scope_key, segment_id))
 
     async def segments(self, scope_key: str, run: RunRecord) -> list[Versioned[ProtocolState]]:
-        found = []
+        found: list[Versioned[ProtocolState]] = []
         for segment_id in run.segment_ids:
             segment = await self.segment(scope_key, segment_id)
             if segment is None:

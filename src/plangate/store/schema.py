@@ -123,6 +123,21 @@ session_forks = Table(
 )
 
 
+# -- run leases (migration 3) ------------------------------------------------------------
+# Which process is executing a run on a thread, until when. A holder renews its lease
+# while the run goes on; a lease not renewed in time belongs to a process that died.
+
+run_leases = Table(
+    "plangate_run_leases",
+    metadata,
+    Column("thread_key", String(512), primary_key=True),
+    Column("run_id", String(256), nullable=False),
+    Column("holder", String(256), nullable=False),
+    Column("acquired_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+)
+
+
 def _create(*tables: Table) -> Callable[[Connection], None]:
     def apply(conn: Connection) -> None:
         for table in tables:
@@ -131,11 +146,26 @@ def _create(*tables: Table) -> Callable[[Connection], None]:
     return apply
 
 
+MIGRATION_TABLES: dict[int, tuple[str, tuple[Table, ...]]] = {
+    1: ("documents and journal", (documents, journal)),
+    2: ("session intents", (intent_revisions, intent_heads, run_intent_bindings, session_forks)),
+    3: ("run leases", (run_leases,)),
+}
+"""Each migration: its name and the tables it creates."""
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
-    (1, "documents and journal", _create(documents, journal)),
-    (
-        2,
-        "session intents",
-        _create(intent_revisions, intent_heads, run_intent_bindings, session_forks),
-    ),
+    (version, name, _create(*tables)) for version, (name, tables) in MIGRATION_TABLES.items()
 ]
+
+SCHEMA_VERSION = max(version for version, _, _ in MIGRATIONS)
+"""The newest schema this code writes; a database marked newer is refused at start."""
+
+
+def tables_of_version(applied: set[int]) -> set[str]:
+    """The names of the tables the applied migrations created."""
+    return {
+        table.name
+        for version, (_, tables) in MIGRATION_TABLES.items()
+        if version in applied
+        for table in tables
+    }

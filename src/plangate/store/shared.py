@@ -52,5 +52,5 @@ def _hide_from_commands(url: str) -> None:
     prefix = "sqlite+aiosqlite:///"
     if url.startswith(prefix) and url[len(prefix) :] not in ("", ":memory:"):
         path = url[len(prefix) :]
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
             hide_path(path + suffix)

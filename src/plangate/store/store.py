@@ -10,20 +10,32 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy import event, insert, select, text, update
+from sqlalchemy import event, insert, inspect, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from plangate.errors import ErrorCode
 from plangate.journal.events import JournalEvent
-from plangate.store.schema import MIGRATIONS, documents, journal, schema_migrations
-from plangate.store.urls import resolve_database_url
+from plangate.store.errors import DatabaseError, database_error
+from plangate.store.file_guard import guard_sqlite_file
+from plangate.store.schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    documents,
+    journal,
+    schema_migrations,
+    tables_of_version,
+)
+from plangate.store.storable import keep_text_storable, storable_json
+from plangate.store.urls import ensure_sqlite_folder, redacted, resolve_database_url
 
 if TYPE_CHECKING:
     from plangate.store.fresh import SqliteReader
@@ -88,11 +100,16 @@ class Transaction:
         if expected_version == 0:
             # ON CONFLICT DO NOTHING, not a savepoint around a failing INSERT: one
             # statement instead of three, and the same answer (no row: someone was first).
-            result = await self._conn.execute(
-                _insert_if_absent(self._conn.dialect.name).values(
-                    kind=kind, key=key, version=1, data=data, updated_at=now
+            try:
+                result = await self._conn.execute(
+                    _insert_if_absent(self._conn.dialect.name).values(
+                        kind=kind, key=key, version=1, data=data, updated_at=now
+                    )
                 )
-            )
+            except IntegrityError as exc:
+                # Not a lost race: the row is refused for another reason (a column this
+                # code does not know, a constraint added by hand).
+                raise database_error(exc, "the plan store") from None
             if result.rowcount != 1:
                 current = await self.get(kind, key)
                 raise Conflict(kind, key, 0, current.version if current else None)
@@ -135,7 +152,10 @@ class Transaction:
 
     async def append(self, scope: str, entry: JournalEvent) -> int:
         result = await self._conn.execute(insert(journal).values(scope=scope, **entry.model_dump()))
-        return int(result.inserted_primary_key[0])
+        key = result.inserted_primary_key
+        if key is None:
+            raise RuntimeError("the journal insert returned no row id")
+        return int(cast(int, key[0]))
 
     async def append_all(self, scope: str, entries: Iterable[JournalEvent]) -> None:
         """Journal ``entries`` in order, in one statement (an executemany)."""
@@ -172,24 +192,55 @@ class Store:
         """The one-hop commit path of a SQLite file (see ``plangate.store.writes``)."""
 
     @classmethod
-    async def open(cls, url: str | None = None) -> Store:
+    async def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
+        """Open (and on first use create) the database; a database that cannot be used
+        raises ``DatabaseError`` naming the problem. ``migrate=False`` only connects (for
+        ``plangate db check``, which must look at a database it would refuse)."""
         url = resolve_database_url(url)
         is_sqlite = url.startswith("sqlite")
+        ensure_sqlite_folder(url)
+        # PostgreSQL: a server that does not answer is reported in seconds, not a minute.
         engine = create_async_engine(
-            url, **({"connect_args": {"timeout": 30}} if is_sqlite else {})
+            url,
+            connect_args={"timeout": 30 if is_sqlite else 10},
+            json_serializer=storable_json,
         )
+        keep_text_storable(engine)
+        identity = None
         if is_sqlite:
             _use_immediate_transactions(engine)
+            identity = guard_sqlite_file(engine, url)
         store = cls(engine, url)
-        await store._migrate()
+        try:
+            if migrate:
+                await store._migrate()
+            else:
+                await store.ping()
+        except Exception as exc:
+            await engine.dispose()
+            raise database_error(exc, store.name) from None
         path = make_url(url).database if is_sqlite else None
-        if path and path != ":memory:" and not path.startswith("file:"):
+        if migrate and path and path != ":memory:" and not path.startswith("file:"):
             from plangate.store.fresh import SqliteReader
             from plangate.store.writes import SqliteWriter
 
             store.reader = SqliteReader(path)
-            store.writer = SqliteWriter(path)
+            store.writer = SqliteWriter(path, identity)
         return store
+
+    @property
+    def name(self) -> str:
+        """The database as it may be shown to a person (no password)."""
+        return f"database {redacted(self.url)}"
+
+    async def ping(self) -> None:
+        """Raise ``DatabaseError`` unless the database answers (and, for SQLite, is still
+        the file that was opened)."""
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            raise database_error(exc, self.name) from None
 
     async def close(self) -> None:
         if self.reader is not None:
@@ -205,7 +256,7 @@ class Store:
         return self.url.startswith("sqlite")
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Transaction]:
+    async def transaction(self) -> AsyncGenerator[Transaction]:
         async with self.engine.begin() as conn:
             yield Transaction(conn)
 
@@ -257,7 +308,11 @@ class Store:
             rows = (await conn.execute(query)).all()
         return [
             JournalEntry(
-                seq=row.seq, scope=row.scope, event=JournalEvent.model_validate(row._mapping)
+                seq=row.seq,
+                scope=row.scope,
+                event=JournalEvent.model_validate(
+                    row._mapping  # pyright: ignore[reportPrivateUsage] -- public Row API
+                ),
             )
             for row in rows
         ]
@@ -271,6 +326,8 @@ class Store:
                         await conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
                     await conn.run_sync(lambda c: schema_migrations.create(c, checkfirst=True))
                     done = set((await conn.execute(select(schema_migrations.c.version))).scalars())
+                    _refuse_newer(done, self.name)
+                    await _require_tables(conn, done, self.name)
                     for version, name, apply in MIGRATIONS:
                         if version in done:
                             continue
@@ -281,10 +338,39 @@ class Store:
                             )
                         )
                 return
+            except DatabaseError:
+                raise
             except Exception:  # a concurrent creator won the race; look again
                 if attempt == 4:
                     raise
                 await asyncio.sleep(0.05 * (attempt + 1))
+
+
+def _refuse_newer(done: set[int], name: str) -> None:
+    newest = max(done, default=0)
+    if newest > SCHEMA_VERSION:
+        raise DatabaseError(
+            ErrorCode.DATABASE_SCHEMA_NEWER,
+            f"{name} has schema version {newest}, newer than this plangate knows "
+            f"({SCHEMA_VERSION})",
+            "upgrade plangate (pip install -U plangate) or point --database-url elsewhere",
+        )
+
+
+async def _require_tables(conn: AsyncConnection, done: set[int], name: str) -> None:
+    """Every table of an applied migration must still be there: a dropped table is
+    reported at start, not on the first request that needs it."""
+    expected = tables_of_version(done)
+    if not expected:
+        return
+    present = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+    missing = sorted(expected - present)
+    if missing:
+        raise DatabaseError(
+            ErrorCode.DATABASE_TABLE_MISSING,
+            f"{name} lacks the table(s) {', '.join(missing)}",
+            "run plangate db check --repair to recreate them (their rows are lost)",
+        )
 
 
 def _use_immediate_transactions(engine: AsyncEngine) -> None:

@@ -28,14 +28,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, insert
+from sqlalchemy import Connection, Engine, create_engine, event, insert
 from sqlalchemy.pool import StaticPool
 
 from plangate.journal.events import JournalEvent
 from plangate.store.schema import journal
+from plangate.store.storable import clean_parameters, storable_json
 from plangate.store.store import Conflict
 
 if TYPE_CHECKING:
+    from plangate.store.file_guard import FileIdentity
     from plangate.store.store import Store, Transaction
 
 __all__ = ["Put", "SqliteWriter", "commit", "transact"]
@@ -76,7 +78,9 @@ _INSERT_JOURNAL = (
 class SqliteWriter:
     """A ``sqlite3`` connection that commits whole transactions in a worker thread."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, identity: FileIdentity | None = None) -> None:
+        self._identity = identity
+        """The file opened at start; a commit to a deleted or replaced file is refused."""
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA busy_timeout=30000")
         self._conn.execute("PRAGMA synchronous=FULL")
@@ -98,6 +102,8 @@ class SqliteWriter:
         self, documents: list[tuple[str, str, str, int | None]], rows: list[tuple[Any, ...]]
     ) -> list[int]:
         conn = self._conn
+        if self._identity is not None:
+            self._identity.check()  # before BEGIN: nothing is written to a vanished file
         conn.execute("BEGIN IMMEDIATE")
         try:
             versions = [_put(conn, *document) for document in documents]
@@ -123,8 +129,9 @@ class SqliteWriter:
         from plangate.store.store import Transaction
 
         if self._engine is None:
-            conn = self._conn
-            self._engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
+            self._engine = _sync_engine(self._conn)
+        if self._identity is not None:
+            self._identity.check()  # before BEGIN: nothing is written to a vanished file
         with self._engine.connect() as connection:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -140,6 +147,20 @@ class SqliteWriter:
         if self._engine is not None:
             self._engine.dispose(close=False)
         self._conn.close()
+
+
+def _sync_engine(conn: sqlite3.Connection) -> Engine:
+    """SQLAlchemy on the writer's own connection, cleaning text as the async engine does."""
+    engine = create_engine(
+        "sqlite://", creator=lambda: conn, poolclass=StaticPool, json_serializer=storable_json
+    )
+
+    def clean(*args: Any) -> tuple[str, Any]:
+        statement, parameters = args[2], args[3]
+        return statement, clean_parameters(parameters)
+
+    event.listen(engine, "before_cursor_execute", clean, retval=True)
+    return engine
 
 
 class _SyncConnection:

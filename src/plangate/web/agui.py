@@ -45,15 +45,18 @@ from ag_ui.core import (
     UserMessage,
 )
 from google.adk.agents import LlmAgent
-from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event
 from google.genai import types
 
+from plangate.adk.contract import StreamingMode
+from plangate.adk.database import failure_text
 from plangate.adk.protocols import protocol_runtime
 from plangate.adk.replies import replies_in
 from plangate.adk.runner import function_reply
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todos_state_key
+from plangate.errors import ErrorCode
 from plangate.plan.record import PendingRequest
 from plangate.plan.replies import ReplyError
 
@@ -62,6 +65,7 @@ __all__ = [
     "PreparedRun",
     "StateKeys",
     "interrupt_for",
+    "lease_lost_event",
     "prepare_run",
     "protocol_failure",
     "reply_id",
@@ -70,10 +74,10 @@ __all__ = [
     "stopped_event",
 ]
 
-STALE_RESUME = "STALE_RESUME"
-AGENT_ERROR = "AGENT_ERROR"
-PROTOCOL_RUN_FAILED = "PROTOCOL_RUN_FAILED"
-RUN_STOPPED = "RUN_STOPPED"
+STALE_RESUME = ErrorCode.STALE_RESUME
+AGENT_ERROR = ErrorCode.AGENT_ERROR
+PROTOCOL_RUN_FAILED = ErrorCode.PROTOCOL_RUN_FAILED
+RUN_STOPPED = ErrorCode.RUN_STOPPED
 
 REASONS = {
     "enter": "plan_entry",
@@ -684,6 +688,7 @@ async def run_events(
                 yield _finished(thread_id, run_id, waiting.open)
                 return
             message = waiting.message
+            assert message is not None  # awaiting() is ready: its resume message exists
             unanswered = _call_ids(message)
         translator = EventTranslator()
         assert message is not None
@@ -716,9 +721,8 @@ async def run_events(
         failure = protocol_failure(protocol_before, _protocol_view(mirror.state, keys))
         pending = await session.pending()
     except Exception as exc:  # the run must end with a terminal event, never a broken stream
-        yield RunErrorEvent(
-            message=f"{type(exc).__name__}: {exc}", code=AGENT_ERROR, timestamp=_now_ms()
-        )
+        code, message = failure_text(exc)
+        yield RunErrorEvent(message=message, code=code or AGENT_ERROR, timestamp=_now_ms())
         return
     if failure is not None:
         # AG-UI: a run that failed must not be reported as a success.
@@ -799,6 +803,15 @@ def _protocol_view(state: dict[str, Any], keys: StateKeys) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def lease_lost_event() -> RunErrorEvent:
+    return RunErrorEvent(
+        message="this server lost the thread (its lease could not be renewed in time) and "
+        "stopped the run; what was stored is kept -- send the message again to continue",
+        code=ErrorCode.RUN_LEASE_LOST,
+        timestamp=_now_ms(),
+    )
+
+
 def protocol_failure(before: dict[str, Any], after: dict[str, Any]) -> RunErrorEvent | None:
     """``RUN_ERROR`` when the protocol failed THIS run (its completion gate, or a run that
     could not start): the mirror names a failed run that was not already failed before."""
@@ -826,13 +839,8 @@ async def _reply_results(
     out: list[BaseEvent] = []
     waiting: list[str] = []
     for call_id in call_ids:
-        resolution = state.resolutions.get(call_id)
-        ignored = state.ignored.get(call_id)
-        if resolution is not None:
-            content = resolution.result
-        elif ignored is not None:
-            content = {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {ignored.reason}"}
-        else:
+        content = state.reply_result(call_id)
+        if content is None:
             waiting.append(call_id)
             continue
         out.append(

@@ -38,6 +38,7 @@ from ag_ui.encoder import EventEncoder
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -46,12 +47,28 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from plangate.adk.database import (
+    DatabaseError,
+    database_error,
+    database_health,
+)
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
-from plangate.web.agui import BadRunInput, StateKeys, prepare_run, run_events, stopped_event
+from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
+from plangate.errors import ErrorCode
+from plangate.web.agui import (
+    BadRunInput,
+    StateKeys,
+    lease_lost_event,
+    prepare_run,
+    run_events,
+    stopped_event,
+)
 from plangate.web.threads import journal_json, thread_journal, thread_json, thread_list
 
 __all__ = ["LOOPBACK_HOSTS", "create_app", "is_loopback", "serve"]
+
+logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
@@ -70,9 +87,9 @@ SECURITY_HEADERS = [
 ]
 
 
-def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+def _error(status: int, code: ErrorCode, message: str, **headers: str) -> JSONResponse:
     return JSONResponse(
-        {"error": message, "code": code}, status_code=status, headers=headers or None
+        {"error": message, "code": str(code)}, status_code=status, headers=headers or None
     )
 
 
@@ -106,12 +123,12 @@ class Guard:
         headers = Headers(scope=scope)
         host = headers.get("host", "")
         if self.allowed_hosts is not None and _hostname(host) not in self.allowed_hosts:
-            return _error(400, "BAD_HOST", f"host {host!r} is not served here")
+            return _error(400, ErrorCode.BAD_HOST, f"host {host!r} is not served here")
         origin = headers.get("origin")
         if scope["method"] not in ("GET", "HEAD") and origin is not None:
             expected = f"{scope.get('scheme', 'http')}://{host}"
             if origin.lower() != expected.lower():
-                return _error(403, "CROSS_ORIGIN", "cross-origin requests are refused")
+                return _error(403, ErrorCode.CROSS_ORIGIN, "cross-origin requests are refused")
         path: str = scope["path"]
         if self.require_token and not _is_public(path):
             given = headers.get("authorization", "")
@@ -121,7 +138,7 @@ class Guard:
             ):
                 return _error(
                     401,
-                    "UNAUTHORIZED",
+                    ErrorCode.UNAUTHORIZED,
                     "a bearer token is required (open the URL printed by plangate serve)",
                     **{"WWW-Authenticate": "Bearer"},
                 )
@@ -171,6 +188,8 @@ class WebState:
         """Threads with a run in progress (None while the run is being prepared)."""
         self.stopping: set[str] = set()
         """Threads whose run the user stopped (the run journals it as it ends)."""
+        self.threads = ThreadRuns(runner, user_id)
+        """Threads with a run in progress across every process on the database (leases)."""
 
     def plan_session(self, thread_id: str) -> PlanSession:
         return PlanSession(self.runner, user_id=self.user_id, session_id=thread_id)
@@ -194,7 +213,30 @@ async def index(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    return JSONResponse({"ok": True})
+    """Liveness and the database: 503 with the problem's code when it does not answer
+    (a load balancer stops sending runs here; the page says why)."""
+    try:
+        await database_health(_web(request).runner)
+    except DatabaseError as exc:
+        return JSONResponse(
+            {
+                "ok": False,
+                "database": "unavailable",
+                "code": exc.code.value,
+                "error": exc.line(),
+            },
+            status_code=503,
+            headers={"Cache-Control": "no-store"},
+        )
+    return JSONResponse({"ok": True, "database": "ok"}, headers={"Cache-Control": "no-store"})
+
+
+async def database_failed(request: Request, exc: Exception) -> Response:
+    """A request the database could not serve: its code and a plain line, never the
+    statement or the driver's text."""
+    error = database_error(exc)
+    status = 422 if error.code is ErrorCode.TEXT_NOT_STORABLE else 503
+    return _error(status, error.code, error.line())
 
 
 async def info(request: Request) -> Response:
@@ -253,15 +295,28 @@ async def agent(request: Request) -> Response:
     try:
         run_input = await _parse_input(request, web.max_body_bytes)
     except BadRunInput as exc:
-        return _error(exc.status, "BAD_INPUT", exc.message)
+        return _error(exc.status, ErrorCode.BAD_INPUT, exc.message)
     thread_id = run_input.thread_id
     if thread_id in web.runs:
         return _error(
             409,
-            "RUN_IN_PROGRESS",
+            ErrorCode.RUN_IN_PROGRESS,
             f"thread {thread_id!r} already has a run in progress; wait for it",
         )
     web.runs[thread_id] = None  # reserved before any await: no second run can slip in
+    try:
+        # Other processes on the same database: the thread's lease decides.
+        lease = await web.threads.start(thread_id, run_input.run_id)
+    except LeaseHeld:
+        web.runs.pop(thread_id, None)
+        return _error(
+            409,
+            ErrorCode.RUN_IN_PROGRESS,
+            f"thread {thread_id!r} already has a run in progress on another server; wait for it",
+        )
+    except BaseException:
+        web.runs.pop(thread_id, None)
+        raise
     try:
         session = web.plan_session(thread_id)
         existed = await web.exists(thread_id)
@@ -269,33 +324,52 @@ async def agent(request: Request) -> Response:
         if not existed and prepared.stale is None and not prepared.replies:
             await PlanSession.open(web.runner, user_id=web.user_id, session_id=thread_id)
     except BadRunInput as exc:
-        web.runs.pop(thread_id, None)
-        return _error(exc.status, "BAD_INPUT", exc.message)
+        await _end_run(web, thread_id, lease)
+        return _error(exc.status, ErrorCode.BAD_INPUT, exc.message)
     except BaseException:
-        web.runs.pop(thread_id, None)
+        await _end_run(web, thread_id, lease)
         raise
 
-    encoder = EventEncoder(accept=request.headers.get("accept"))
+    encoder = EventEncoder(accept=request.headers.get("accept") or "")
     queue: asyncio.Queue[str | None] = asyncio.Queue()
 
     async def produce() -> None:
         # The run belongs to the thread, not to the connection: a reload or a dropped
         # connection does not cut an agent off in the middle of a tool call.
+        current = asyncio.current_task()
+        assert current is not None
+        lost: list[bool] = []
+
+        def stop_lost_run() -> None:
+            lost.append(True)
+            current.cancel()
+
         try:
+            await web.threads.keep(lease, stop_lost_run)
             async for event in run_events(
                 session, prepared, thread_id=thread_id, run_id=run_input.run_id
             ):
                 queue.put_nowait(encoder.encode(event))
         except asyncio.CancelledError:
-            if thread_id not in web.stopping:
+            if lost:
+                # The lease could not be renewed in time (the database was away for the
+                # whole lease) and another server took the thread: stop rather than run
+                # twice, and say so.
+                queue.put_nowait(encoder.encode(lease_lost_event()))
+            elif thread_id in web.stopping:
+                # The user pressed Stop: end the stream with a terminal event, journal it.
+                queue.put_nowait(encoder.encode(stopped_event()))
+                await session.note_stopped(surface="web")
+            else:
                 raise  # the server is shutting down
-            # The user pressed Stop: end the stream with a terminal event, and journal it.
-            queue.put_nowait(encoder.encode(stopped_event()))
-            await session.note_stopped(surface="web")
         finally:
             web.stopping.discard(thread_id)
-            queue.put_nowait(None)
-            web.runs.pop(thread_id, None)
+            # Free the thread before the stream ends: a client that sends its next run
+            # right after the last event must not be refused.
+            try:
+                await _end_run(web, thread_id, lease)
+            finally:
+                queue.put_nowait(None)
 
     web.runs[thread_id] = asyncio.create_task(produce(), name=f"plangate-run-{thread_id}")
 
@@ -310,13 +384,23 @@ async def agent(request: Request) -> Response:
     )
 
 
+async def _end_run(web: WebState, thread_id: str, lease: Lease) -> None:
+    """Free the thread here and for the other processes (an unreleased lease would only
+    delay the next run until it expires)."""
+    web.runs.pop(thread_id, None)
+    try:
+        await web.threads.finish(lease)
+    except Exception:
+        logger.warning("could not release the lease of thread %s", thread_id, exc_info=True)
+
+
 async def _thread_or_404(request: Request) -> tuple[WebState, str] | Response:
     web = _web(request)
     thread_id = request.path_params["thread_id"]
     if not THREAD_ID.match(thread_id):
-        return _error(422, "BAD_INPUT", "not a valid thread id")
+        return _error(422, ErrorCode.BAD_INPUT, "not a valid thread id")
     if not await web.exists(thread_id):
-        return _error(404, "NO_THREAD", f"no thread {thread_id!r}")
+        return _error(404, ErrorCode.NO_THREAD, f"no thread {thread_id!r}")
     return web, thread_id
 
 
@@ -325,7 +409,8 @@ async def thread(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     web, thread_id = found
-    data = await thread_json(web.plan_session(thread_id), running=thread_id in web.runs)
+    running = thread_id in web.runs or await web.threads.running_elsewhere(thread_id)
+    data = await thread_json(web.plan_session(thread_id), running=running)
     return JSONResponse(data, headers={"Cache-Control": "no-store"})
 
 
@@ -358,10 +443,10 @@ async def select_mode(request: Request) -> Response:
     try:
         body = await _json_body(request, _web(request).max_body_bytes)
     except BadRunInput as exc:
-        return _error(exc.status, "BAD_INPUT", exc.message)
+        return _error(exc.status, ErrorCode.BAD_INPUT, exc.message)
     mode = body.get("mode")
     if mode not in ("plan", "agent"):
-        return _error(422, "BAD_INPUT", "'mode' must be 'plan' or 'agent'")
+        return _error(422, ErrorCode.BAD_INPUT, "'mode' must be 'plan' or 'agent'")
     return await _select_mode(request, mode)
 
 
@@ -372,7 +457,7 @@ async def _select_mode(request: Request, mode: str) -> Response:
     web, thread_id = found
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json":
-        return _error(415, "BAD_INPUT", "send Content-Type: application/json")
+        return _error(415, ErrorCode.BAD_INPUT, "send Content-Type: application/json")
     session = web.plan_session(thread_id)
     running = thread_id in web.runs
     if not running:
@@ -381,7 +466,7 @@ async def _select_mode(request: Request, mode: str) -> Response:
         message = await (session.select_plan() if mode == "plan" else session.leave_plan())
         data = await thread_json(session, running=running)
     except RuntimeError as exc:
-        return _error(409, "MODE_NOT_CHANGED", str(exc))
+        return _error(409, ErrorCode.MODE_NOT_CHANGED, str(exc))
     finally:
         if not running:
             web.runs.pop(thread_id, None)
@@ -426,6 +511,19 @@ async def _json_body(request: Request, limit: int) -> dict[str, Any]:
     return data
 
 
+async def _sweep_forever(web: WebState) -> None:
+    """Mark the runs of dead servers interrupted, every half lease time."""
+    while True:
+        try:
+            marked = await web.threads.sweep()
+            if marked:
+                logger.warning("marked %d run(s) of a stopped server interrupted", len(marked))
+            interval = (await web.threads.leases()).ttl / 2
+        except Exception:  # the database is away: /health says so; try again later
+            interval = 5.0
+        await asyncio.sleep(interval)
+
+
 def create_app(
     *,
     runner: Runner,
@@ -460,7 +558,10 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.create_task(_sweep_forever(web), name="plangate-lease-sweep")
         yield
+        sweeper.cancel()
+        web.threads.close()
         tasks = [t for t in web.runs.values() if t is not None]
         for task in tasks:
             task.cancel()
@@ -481,6 +582,7 @@ def create_app(
             Mount("/static", StaticFiles(directory=_static_dir()), name="static"),
         ],
         lifespan=lifespan,
+        exception_handlers={DatabaseError: database_failed, SQLAlchemyError: database_failed},
     )
     app.state.web = web
     app.add_middleware(Guard, require_token=require_token, token=token, allowed_hosts=allowed_hosts)

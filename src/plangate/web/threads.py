@@ -108,13 +108,8 @@ def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Mes
 
 
 def _reply_content(state: PlanSessionState, call_id: str, raw: Any) -> Any:
-    resolution = state.resolutions.get(call_id)
-    if resolution is not None:
-        return resolution.result
-    ignored = state.ignored.get(call_id)
-    if ignored is not None:
-        return {"status": "ignored", "error": f"HITL_REPLY_IGNORED: {ignored.reason}"}
-    return raw or {}
+    result = state.reply_result(call_id)
+    return result if result is not None else raw or {}
 
 
 async def thread_journal(session: PlanSession) -> list[JournalEntry]:

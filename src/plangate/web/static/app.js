@@ -312,12 +312,14 @@
     return truncate(JSON.stringify(args), 90);
   }
 
-  // ACTION_NOT_ALLOWED_IN_PHASE:<phase>:<action>:<allowed,…> from the protocol boundary check.
-  function protocolRefusal(name, result, error) {
-    const [code, phase, action] = error.split(":");
+  // Refusals by a boundary before the call ran; everything else with an error failed.
+  const GATE_CODES = new Set(["PLAN_MODE_GATE", "POLICY_DENIED"]);
+
+  // A protocol refusal from its fields (phase, action, handoff targets), never its text.
+  function protocolRefusal(name, result) {
+    if (result.code !== "ACTION_NOT_ALLOWED_IN_PHASE") return truncate(result.message || result.error, 200);
     const targets = Array.isArray(result.handoff_targets) ? result.handoff_targets : [];
-    if (code !== "ACTION_NOT_ALLOWED_IN_PHASE") return truncate(error, 200);
-    let text = `${action || name} is not allowed in phase “${phase}”`;
+    let text = `${result.tool || name} is not allowed in phase “${result.phase}”`;
     if (targets.length) text += ` — it needs ${targets.join(" or ")} (a handoff)`;
     return text;
   }
@@ -325,13 +327,16 @@
   function resultSummary(name, result) {
     if (result === undefined) return { kind: "ok", text: "done" };
     if (result && typeof result === "object") {
-      const error = typeof result.error === "string" ? result.error : "";
-      if (error.startsWith("PLAN_MODE_GATE")) return { kind: "refused", text: error.replace(/^PLAN_MODE_GATE:\s*/, "") };
-      if (error.startsWith("ACTION_NOT_ALLOWED_IN_PHASE") || (error && result.error_category === "protocol")) {
-        return { kind: "refused", by: "protocol", text: protocolRefusal(name, result, error) };
+      if (result.error) {
+        // Results carry code, message and hint (plangate.errors); a foreign tool's error
+        // may have only the text, shown as it is.
+        const message = String(result.message || result.error);
+        const hint = result.hint ? String(result.hint) : "";
+        if (result.status === "ignored") return { kind: "ignored", text: message, hint };
+        if (GATE_CODES.has(result.code)) return { kind: "refused", text: message, hint };
+        if (result.error_category === "protocol") return { kind: "refused", by: "protocol", text: protocolRefusal(name, result), hint };
+        return { kind: "error", text: result.code ? `${message} (${result.code})` : message, hint };
       }
-      if (result.status === "ignored") return { kind: "ignored", text: error || "ignored" };
-      if (error) return { kind: "error", text: error };
       if (result.status === "waiting") return { kind: "waiting", text: "still waiting for you" };
       if (result.status === "cancelled") return { kind: "withdrawn", text: result.message || "withdrawn" };
       if (result.status === "rejected") return { kind: "rejected", text: result.reviewer_note ? `rejected: ${result.reviewer_note}` : "rejected" };
@@ -414,10 +419,10 @@
     tool.argsPre.textContent = args === undefined ? text : JSON.stringify(args, null, 2);
   }
 
-  function setToolState(tool, kind, text, by) {
+  function setToolState(tool, kind, text, by, hint) {
     tool.node.className = `tool ${kind}${by ? ` by-${by}` : ""}`;
     tool.status.textContent = STATUS_LABEL[by ? `${kind}-${by}` : kind] || kind;
-    tool.note.textContent = text || "";
+    tool.note.replaceChildren(text || "", ...(hint ? [el("div", { class: "tool-hint", text: `What to do: ${hint}` })] : []));
     tool.note.hidden = !text;
   }
 
@@ -427,7 +432,7 @@
     tool.resultPre.textContent = result === undefined ? String(content) : JSON.stringify(result, null, 2);
     const summary = resultSummary(tool.name, result === undefined ? content : result);
     const quiet = summary.kind === "ok" && !SHOW_OK.has(tool.name);
-    setToolState(tool, summary.kind, quiet ? "" : summary.text, summary.by);
+    setToolState(tool, summary.kind, quiet ? "" : summary.text, summary.by, summary.hint);
     const view = R.toolView(tool.name, parseJson(tool.argText), result);
     tool.view.replaceChildren(...(view ? [view] : []));
     tool.view.hidden = !view;
@@ -436,14 +441,14 @@
 
   function decisionText(result, toolName) {
     if (!result || typeof result !== "object") return "Replied";
-    if (result.status === "ignored") return `Reply ignored — ${result.error || ""}`;
+    if (result.status === "ignored") return `Reply ignored — ${result.message || result.error || ""}`;
     if (result.status === "cancelled") return "Left Plan mode — request withdrawn";
     if (result.status === "withdrawn") return `Withdrawn — ${result.message || "no longer needed"}`;
     if (toolName === "ask_user_question" || result.status === "answered") return `Answered: ${result.answer}`;
     if (toolName === "enter_plan_mode") return result.status === "approved" ? "Confirmed Plan mode" : "Declined Plan mode";
     const revision = result.plan && result.plan.contentRevisions;
     if (result.status === "approved") {
-      const edited = /reviewer's edits/.test(result.message || "") ? " with edits" : "";
+      const edited = result.edited ? " with edits" : "";
       return `Approved the plan (revision ${revision})${edited}`;
     }
     if (result.status === "rejected") return `Rejected revision ${revision}${result.reviewer_note ? `: ${result.reviewer_note}` : ""}`;
@@ -564,7 +569,7 @@
     $("mode-note").textContent = note;
   }
 
-  const RUN_TEXT = { running: "running", completed: "completed", failed: "failed", degraded: "degraded", partial: "partial" };
+  const RUN_TEXT = { running: "running", completed: "completed", failed: "failed", degraded: "degraded", partial: "partial", interrupted: "interrupted" };
 
   function words(text) {
     return String(text || "").replace(/_/g, " ");
@@ -1613,6 +1618,12 @@
     if (info.ok) {
       $("model-info").textContent = info.body.model || "";
       $("model-info").title = info.body.workspace ? `workspace: ${info.body.workspace}` : "";
+      if (info.body.workspace) {
+        // Every thread of this server works on the same folder: say so before the first task.
+        const note = $("workspace-note");
+        note.textContent = `Every thread works on the same folder: ${info.body.workspace} (what one thread changed, the next one sees).`;
+        note.hidden = false;
+      }
       const sandbox = info.body.sandbox;
       if (sandbox) {
         $("sandbox-info").textContent = sandbox.available ? "sandboxed" : "⚠ no sandbox";

@@ -1,0 +1,96 @@
+"""One run per thread across every process sharing the database.
+
+A surface that serves threads to several processes (the web server behind a load
+balancer) starts each run with ``ThreadRuns.start``: it takes the thread's lease or
+raises ``LeaseHeld``. While the run goes on ``keep`` has the lease renewed from a
+thread of its own (see ``LeaseKeeper``); if the lease was lost (this process stalled past the lease time and another took the thread over) it
+calls back so the run is stopped rather than run twice. ``sweep`` marks the runs of
+dead holders ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from google.adk.agents import LlmAgent
+from google.adk.runners import Runner
+
+from plangate.adk.setup import plan_runtime
+from plangate.store.lease_keeper import LeaseKeeper
+from plangate.store.leases import Lease, LeaseHeld, RunLeases
+from plangate.store.recovery import interrupt_runs, stale_runs
+from plangate.store.shared import shared_store
+
+__all__ = ["INTERRUPTED_REASON", "Lease", "LeaseHeld", "ThreadRuns"]
+
+INTERRUPTED_REASON = (
+    "the server running it stopped before the run ended; send a message to continue"
+)
+
+
+class ThreadRuns:
+    def __init__(self, runner: Runner, user_id: str, *, ttl: float | None = None) -> None:
+        self.runner = runner
+        self.user_id = user_id
+        self._ttl = ttl
+        self._leases: RunLeases | None = None
+        self._keeper: LeaseKeeper | None = None
+
+    async def leases(self) -> RunLeases:
+        if self._leases is None:
+            agent = self.runner.agent
+            runtime = plan_runtime(agent) if isinstance(agent, LlmAgent) else None
+            store = await (runtime.store() if runtime is not None else shared_store())
+            self._leases = RunLeases(store, ttl=self._ttl)
+        return self._leases
+
+    def thread_key(self, thread_id: str) -> str:
+        return f"{self.runner.app_name}/{self.user_id}/{thread_id}"
+
+    async def start(self, thread_id: str, run_id: str) -> Lease:
+        """Take the thread; ``LeaseHeld`` if a run holds it anywhere."""
+        leases = await self.leases()
+        key = self.thread_key(thread_id)
+        lease, expired = await leases.acquire(key, run_id)
+        if expired is not None:
+            # The previous holder died mid-run: its run is over, say so before ours.
+            await self._interrupt(key, ignore_leases=True)
+        return lease
+
+    async def keep(self, lease: Lease, on_lost: Callable[[], None]) -> None:
+        """Renew ``lease`` (from the keeper's thread) until ``finish``; ``on_lost`` runs
+        on this event loop if another process took the thread over."""
+        leases = await self.leases()
+        if self._keeper is None:
+            self._keeper = LeaseKeeper(leases.store.url, leases.ttl)
+        loop = asyncio.get_running_loop()
+
+        def lost() -> None:
+            loop.call_soon_threadsafe(on_lost)
+
+        self._keeper.hold(lease, lost)
+
+    async def finish(self, lease: Lease) -> None:
+        if self._keeper is not None:
+            self._keeper.drop(lease)
+        await (await self.leases()).release(lease)
+
+    def close(self) -> None:
+        if self._keeper is not None:
+            self._keeper.close()
+
+    async def running_elsewhere(self, thread_id: str) -> bool:
+        return await (await self.leases()).holder_of(self.thread_key(thread_id)) is not None
+
+    async def sweep(self) -> list[str]:
+        """Claim expired leases and mark their runs interrupted; returns the run keys."""
+        marked: list[str] = []
+        for lease in await (await self.leases()).claim_expired():
+            marked += await self._interrupt(lease.thread_key)
+        return marked
+
+    async def _interrupt(self, session_key: str, *, ignore_leases: bool = False) -> list[str]:
+        leases = await self.leases()
+        runs = await stale_runs(leases.store, session_key=session_key, ignore_leases=ignore_leases)
+        return await interrupt_runs(leases.store, runs, actor="plangate", reason=INTERRUPTED_REASON)

@@ -1,0 +1,131 @@
+"""Runs whose process died: found, reported, and marked ``interrupted``.
+
+A run's document says ``running`` from its start until its outcome is written. It stays
+``running`` while it waits for a human reply (a paused run resumes later), and -- wrongly
+-- when the process executing it was killed. The two are told apart by the plan state: a
+paused run's session has a pending request. A killed run is marked ``interrupted`` with
+a journal entry, by compare-and-set, so two sweepers never both write it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, cast
+
+from sqlalchemy import select
+
+from plangate.journal.events import JournalEvent
+from plangate.store.protocol_state import RUN_KIND
+from plangate.store.schema import documents, run_leases
+from plangate.store.store import Conflict, Store
+
+__all__ = ["PLAN_STATE_KIND", "StaleRun", "interrupt_runs", "stale_runs"]
+
+PLAN_STATE_KIND = "plan_state"
+INTERRUPTED_EVENT = "protocol.run.interrupted"
+
+
+@dataclass(frozen=True)
+class StaleRun:
+    key: str
+    version: int
+    data: dict[str, Any]
+    updated_at: float
+
+    @property
+    def session_key(self) -> str:
+        return str(self.data.get("session_key") or self.key.rsplit("/", 1)[0])
+
+    @property
+    def scope_key(self) -> str:
+        return str(self.data.get("scope_key") or self.key.split("#", 1)[0])
+
+
+def _has_pending(data: Any) -> bool:
+    record: Any = cast(dict[str, Any], data).get("record") if isinstance(data, dict) else None
+    pending: Any = cast(dict[str, Any], record).get("pending") if isinstance(record, dict) else None
+    return bool(pending)
+
+
+async def stale_runs(
+    store: Store,
+    *,
+    session_key: str | None = None,
+    idle_seconds: float = 0.0,
+    ignore_leases: bool = False,
+) -> list[StaleRun]:
+    """Runs still ``running`` that no live lease covers (unless ``ignore_leases``: the
+    caller just took over the thread's expired lease), whose session waits for no
+    reply, and which were not written for ``idle_seconds``."""
+    now = time.time()
+    query = select(documents).where(documents.c.kind == RUN_KIND)
+    if session_key is not None:
+        query = query.where(documents.c.key.startswith(session_key + "/"))
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(query)).all()
+        live = set(
+            (
+                await conn.execute(
+                    select(run_leases.c.thread_key).where(run_leases.c.expires_at > now)
+                )
+            ).scalars()
+        )
+        paused = {
+            row.key.rsplit("/", 1)[0]
+            for row in (
+                await conn.execute(
+                    select(documents.c.key, documents.c.data).where(
+                        documents.c.kind == PLAN_STATE_KIND
+                    )
+                )
+            ).all()
+            if _has_pending(row.data)
+        }
+    found: list[StaleRun] = []
+    for row in rows:
+        raw: Any = row.data
+        data: dict[str, Any] = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
+        run = StaleRun(row.key, row.version, data, row.updated_at)
+        if data.get("status") != "running" or row.updated_at > now - idle_seconds:
+            continue
+        if (run.session_key in live and not ignore_leases) or run.session_key in paused:
+            continue
+        found.append(run)
+    return found
+
+
+async def interrupt_runs(
+    store: Store, runs: list[StaleRun], *, actor: str, reason: str
+) -> list[str]:
+    """Mark each run ``interrupted`` with a journal entry; a run written meanwhile by
+    someone else is left alone. Returns the keys marked."""
+    marked: list[str] = []
+    for run in runs:
+        now = time.time()
+        data = {
+            **run.data,
+            "status": "interrupted",
+            "outcome_code": "RUN_INTERRUPTED",
+            "outcome_message": reason,
+            "ended_at": now,
+        }
+        try:
+            async with store.transaction() as tx:
+                await tx.replace(RUN_KIND, run.key, data, found_version=run.version)
+                await tx.append(
+                    run.scope_key,
+                    JournalEvent(
+                        kind=INTERRUPTED_EVENT,
+                        subject=str(run.data.get("run_id") or run.key),
+                        from_state="running",
+                        to_state="interrupted",
+                        actor=actor,
+                        at=now,
+                        detail={"reason": reason},
+                    ),
+                )
+        except Conflict:
+            continue
+        marked.append(run.key)
+    return marked

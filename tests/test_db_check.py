@@ -1,0 +1,171 @@
+"""``plangate db check``, ``--repair`` and ``upgrade`` on both stores, and the runs of a
+dead server marked interrupted by the lease sweep."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from sqlalchemy import insert, text, update
+
+from plangate.adk.database import prepare_database
+from plangate.cli.main import main
+from plangate.store.leases import RunLeases
+from plangate.store.protocol_state import RUN_KIND
+from plangate.store.recovery import stale_runs
+from plangate.store.schema import documents, run_leases
+from plangate.store.store import Store
+
+RUN_KEY = "app/user/s1/agent#inv-1"
+RUN = {
+    "run_id": "inv-1",
+    "scope_key": "app/user/s1/agent",
+    "session_key": "app/user/s1",
+    "status": "running",
+}
+
+
+async def _seed(url: str, *, run_written_at: float = 0.0) -> None:
+    """A prepared database with a plan state at version -3 and a run left running."""
+    await prepare_database(url)
+    store = await Store.open(url)
+    try:
+        async with store.engine.begin() as conn:
+            await conn.execute(
+                insert(documents).values(
+                    kind="plan_state", key="app/user/s1/b", version=-3, data={}, updated_at=0.0
+                )
+            )
+            await conn.execute(
+                insert(documents).values(
+                    kind=RUN_KIND, key=RUN_KEY, version=1, data=RUN, updated_at=run_written_at
+                )
+            )
+    finally:
+        await store.close()
+
+
+def db(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["db", *args])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_fix_12_2_check_reports_and_repair_fixes_with_journal_entries(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(_seed(database_url))
+    code, out = db(capsys, "check", "--database-url", database_url)
+    assert code == 1
+    assert "ok schema: version 3" in out
+    assert "plan_state 'app/user/s1/b': version -3" in out
+    assert RUN_KEY in out
+
+    code, out = db(capsys, "check", "--repair", "--database-url", database_url)
+    assert code == 0, out
+    assert "ok repaired" in out
+
+    async def after() -> tuple[int, dict, list[str]]:
+        store = await Store.open(database_url)
+        try:
+            state = await store.get("plan_state", "app/user/s1/b")
+            run = await store.get(RUN_KIND, RUN_KEY)
+            kinds = [e.event.kind for e in await store.journal()]
+        finally:
+            await store.close()
+        assert state is not None and run is not None
+        return state.version, run.data, kinds
+
+    version, run, kinds = asyncio.run(after())
+    assert version == 1
+    assert run["status"] == "interrupted"
+    assert "store.document.repaired" in kinds
+    assert "protocol.run.interrupted" in kinds
+    assert db(capsys, "check", "--database-url", database_url)[0] == 0
+
+
+def test_fix_12_2_repair_recreates_a_dropped_session_table(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def drop() -> None:
+        await prepare_database(database_url)
+        store = await Store.open(database_url)
+        try:
+            async with store.engine.begin() as conn:
+                await conn.execute(text("DROP TABLE events"))
+        finally:
+            await store.close()
+
+    asyncio.run(drop())
+    with pytest.raises(Exception, match="lacks the session table"):
+        asyncio.run(prepare_database(database_url))
+    code, out = db(capsys, "check", "--database-url", database_url)
+    assert code == 1 and "tables missing: events" in out
+    code, out = db(capsys, "check", "--repair", "--database-url", database_url)
+    assert code == 0, out
+    asyncio.run(prepare_database(database_url))  # starts again
+
+
+def test_a_run_written_recently_or_waiting_for_a_reply_is_not_orphaned(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(_seed(database_url, run_written_at=time.time()))
+    _, out = db(capsys, "check", "--database-url", database_url)
+    assert "ok runs: none orphaned" in out
+
+    async def paused() -> list:
+        store = await Store.open(database_url)
+        try:
+            async with store.engine.begin() as conn:
+                await conn.execute(
+                    update(documents).where(documents.c.key == RUN_KEY).values(updated_at=0.0)
+                )
+                await conn.execute(
+                    insert(documents).values(
+                        kind="plan_state",
+                        key="app/user/s1/agent",
+                        version=1,
+                        data={"record": {"pending": [{"callId": "c1"}]}},
+                        updated_at=0.0,
+                    )
+                )
+            return await stale_runs(store)
+        finally:
+            await store.close()
+
+    assert asyncio.run(paused()) == []
+
+
+def test_fix_12_2_upgrade_prepares_a_fresh_database(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = db(capsys, "upgrade", "--database-url", database_url)
+    assert code == 0, out
+    assert db(capsys, "check", "--database-url", database_url)[0] == 0
+
+
+async def test_fix_12_4_an_expired_lease_is_taken_over_and_its_runs_interrupted(
+    database_url: str,
+) -> None:
+    await _seed(database_url, run_written_at=time.time())
+    store = await Store.open(database_url)
+    try:
+        dead = RunLeases(store, holder="dead", ttl=30)
+        alive = RunLeases(store, holder="alive", ttl=30)
+        lease, _ = await dead.acquire("app/user/s1", "r1")
+        with pytest.raises(Exception, match="run in progress"):
+            await alive.acquire("app/user/s1", "r2")
+        async with store.engine.begin() as conn:  # the holder stopped renewing long ago
+            await conn.execute(update(run_leases).values(expires_at=time.time() - 1))
+        assert [x.thread_key for x in await alive.claim_expired()] == ["app/user/s1"]
+        assert await alive.claim_expired() == []  # one sweeper wins each lease
+        assert await dead.renew(lease) is None  # the dead holder cannot come back
+        runs = await stale_runs(store, session_key="app/user/s1")
+        assert [r.key for r in runs] == [RUN_KEY]
+        taken, replaced = await alive.acquire("app/user/s1", "r2")
+        assert replaced is None and taken.holder == "alive"
+        await alive.release(taken)
+        assert await alive.holder_of("app/user/s1") is None
+    finally:
+        await store.close()
