@@ -22,11 +22,11 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert
 from sqlalchemy.pool import StaticPool
@@ -135,7 +135,7 @@ class SqliteWriter:
         with self._engine.connect() as connection:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                result = _drive(work(Transaction(_SyncConnection(connection))))  # type: ignore[arg-type]
+                result = _drive(work(Transaction(_SyncConnection(connection))))  # pyright: ignore[reportArgumentType]
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -175,18 +175,19 @@ class _SyncConnection:
         return self._connection.execute(statement, parameters)
 
     @asynccontextmanager
-    async def begin_nested(self) -> AsyncIterator[None]:
+    async def begin_nested(self) -> AsyncGenerator[None]:
         with self._connection.begin_nested():
             yield
 
 
-def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends to its end, in this thread."""
+def _drive(awaitable: Awaitable[T]) -> T:
+    """Run an awaitable that never suspends to its end, in this thread."""
+    steps = awaitable.__await__()
     try:
-        coroutine.send(None)
+        next(steps)
     except StopIteration as stop:
-        return stop.value
-    coroutine.close()
+        return cast(T, stop.value)
+    steps.close()
     raise RuntimeError("a commit's work waited on something other than its own statements")
 
 
