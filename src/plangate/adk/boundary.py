@@ -13,6 +13,8 @@ from typing import Any
 
 from google.adk.agents import BaseAgent, LlmAgent
 
+from plangate.adk.contract import signed_once
+
 __all__ = ["Boundary", "Check", "boundary_of", "install_boundary"]
 
 Check = Callable[[Any, dict[str, Any], Any], Awaitable[dict[str, Any] | None]]
@@ -47,7 +49,7 @@ def boundary_of(agent: LlmAgent) -> Boundary | None:
 
 def install_boundary(agent: LlmAgent) -> Boundary:
     """The agent's boundary, installed first on it and every sub-agent if not yet there."""
-    boundary = boundary_of(agent) or Boundary()
+    boundary = boundary_of(agent) or signed_once(Boundary())
     for governed in _llm_agents(agent):
         if boundary_of(governed) is not boundary:
             existing = governed.before_tool_callback

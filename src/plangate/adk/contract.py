@@ -11,6 +11,9 @@ Kept in one module so an ADK upgrade has one place to look, and pinned by
 - ``BaseTool._get_declaration``: ADK asks every tool for its declaration at every model
   step and builds it from the function's signature each time; the plan tools' never
   changes, so it is built once.
+- Callbacks: ADK calls ``inspect.signature`` on every agent, model and tool callback at
+  every call (to pass its keyword arguments positionally when the names differ); a
+  signature computed once and kept in ``__signature__`` makes that a lookup.
 - ``StreamingMode``: used by every runner, but exported from ``run_config`` only as a
   re-import of a private module.
 - Call ids: a function call the model sent without an id gets one from ADK starting with
@@ -19,6 +22,10 @@ Kept in one module so an ADK upgrade has one place to look, and pinned by
 """
 
 from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from google.adk.agents import run_config as _run_config
 from google.adk.agents.invocation_context import InvocationContext
@@ -36,8 +43,10 @@ __all__ = [
     "current_branch_events",
     "is_adk_call_id",
     "refresh_tools_every_step",
+    "signed_once",
 ]
 
+C = TypeVar("C", bound=Callable[..., Any])
 StreamingMode = _run_config.StreamingMode  # pyright: ignore[reportPrivateImportUsage]
 
 ADK_CALL_ID_PREFIX = "adk-"
@@ -52,6 +61,12 @@ def current_branch_events(ctx: InvocationContext) -> list[Event]:
 def refresh_tools_every_step(toolset: BaseToolset) -> None:
     """Make ADK ask ``toolset.get_tools`` at every model step of an invocation."""
     toolset._use_invocation_cache = False
+
+
+def signed_once(callback: C) -> C:
+    """``callback`` with its signature computed now, so ADK does not compute it per call."""
+    callback.__signature__ = inspect.signature(callback)  # type: ignore[attr-defined]
+    return callback
 
 
 def is_adk_call_id(call_id: str | None) -> bool:

@@ -54,6 +54,7 @@ from plangate.protocol.tool_plan import (
     render_tool_plan_for_instructions,
     resolve_availability,
 )
+from plangate.store.fresh import FreshReads
 from plangate.store.intents import (
     IntentRepository,
     IntentRevision,
@@ -195,6 +196,8 @@ class ProtocolRuntime:
         self._fallback_url = fallback_database_url
         self._tool_sources: dict[str, str] = {}
         self._pending: dict[tuple[str, str], _Pending] = {}
+        self._availability: dict[tuple[ProtocolRef, str], ToolPlan] = {}
+        self._intents: FreshReads[tuple[IntentRevision | None, str | None]] = FreshReads()
         self.replaced_answers: set[str] = set()
         """Runs whose final model answer the completion gate already replaced."""
 
@@ -237,6 +240,7 @@ class ProtocolRuntime:
             name = getattr(tool, "name", None)
             if name and name not in self._tool_sources:
                 self._tool_sources[name] = _tool_source(tool)
+                self._availability.clear()
 
     def tool_plan(self) -> ToolPlan:
         groups: dict[str, list[str]] = {}
@@ -254,9 +258,16 @@ class ProtocolRuntime:
         )
 
     def available(self, state: ProtocolState) -> ToolPlan:
-        return resolve_availability(
-            self.tool_plan(), state, authorized=self.authorized, definitions=self.definitions
-        )
+        # Asked at every model step; it follows from the tools learnt so far and the
+        # segment's protocol and phase alone, so it is worked out once per phase.
+        key = (state.protocol, state.phase)
+        plan = self._availability.get(key)
+        if plan is None:
+            plan = resolve_availability(
+                self.tool_plan(), state, authorized=self.authorized, definitions=self.definitions
+            )
+            self._availability[key] = plan
+        return plan
 
     def _requirements(self, protocol: ProtocolRef, task_text: str) -> tuple[str, ...]:
         definition = self.definitions.get(protocol)
@@ -270,11 +281,15 @@ class ProtocolRuntime:
     ) -> tuple[IntentRevision | None, str | None]:
         """(the run's or the session's resolved revision, the session's own head)."""
         store = await self.store()
-        async with store.engine.connect() as conn:
+
+        async def read(conn: Any) -> tuple[IntentRevision | None, str | None]:
             repo = IntentRepository(conn)
             if run_id is not None:
                 return await repo.resolve_for_run(session_key, run_id), await repo.head(session_key)
             return await repo.resolve(session_key), await repo.head(session_key)
+
+        # Asked at every step (mirror, instructions); unchanged until something commits.
+        return await self._intents.get(store, (session_key, run_id), lambda: store.read(read))
 
     async def view(self, context: Any) -> _RunView | None:
         """The run this call belongs to: by invocation id, else the scope's running run."""
@@ -478,8 +493,9 @@ class ProtocolRuntime:
     async def _restore(self, scope: PlanScope, record: RunRecord) -> StartResult:
         """The same invocation again (a resumed pause): the stored segment continues."""
         store = await self.store()
-        async with store.engine.connect() as conn:
-            binding = await IntentRepository(conn).binding(scope.session_key, record.run_id)
+        binding = await store.read(
+            lambda conn: IntentRepository(conn).binding(scope.session_key, record.run_id)
+        )
         if binding is None:
             return StartResult(
                 {},
@@ -703,10 +719,13 @@ class ProtocolRuntime:
             for entry in seg.value.ledger
         ]
         store = await self.store()
-        async with store.engine.connect() as conn:
+
+        async def read(conn: Any) -> tuple[RunBinding | None, IntentRevision | None]:
             repo = IntentRepository(conn)
             binding = await repo.binding(scope.session_key, run.run_id)
-            active = await repo.revision(binding.active_revision_id) if binding else None
+            return binding, await repo.revision(binding.active_revision_id) if binding else None
+
+        binding, active = await store.read(read)
         intent = active.as_intent() if active else None
         task_text = effective_intent_text(
             intent.text if intent else None,

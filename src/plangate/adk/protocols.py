@@ -41,12 +41,12 @@ from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
-from google.adk.tools import BaseTool, FunctionTool, ToolContext
+from google.adk.tools import BaseTool, ToolContext
 from google.adk.tools.base_toolset import BaseToolset
 from google.genai import types
 
 from plangate.adk.boundary import install_boundary
-from plangate.adk.contract import current_branch_events
+from plangate.adk.contract import DeclaredOnceFunctionTool, current_branch_events, signed_once
 from plangate.adk.protocol_runtime import PROTOCOL_MARKER, ProtocolRuntime
 from plangate.policy.effects import Effect, declare_effect
 from plangate.protocol.classifier import (
@@ -207,8 +207,8 @@ def _protocol_tools(runtime: ProtocolRuntime) -> list[BaseTool]:
         return await runtime.commit_requirements(tool_context, requirements)
 
     tools: list[BaseTool] = [
-        FunctionTool(protocol_handoff),
-        FunctionTool(analysis_requirements_commit),
+        DeclaredOnceFunctionTool(protocol_handoff),
+        DeclaredOnceFunctionTool(analysis_requirements_commit),
     ]
     # Governance bookkeeping only: nothing outside the conversation changes, so Plan
     # Mode may let them run while a plan is being made.
@@ -373,7 +373,7 @@ def setup_protocols(agent: LlmAgent, options: ProtocolOptions | None = None) -> 
         model_classifier=agent_model_classifier,
         fallback_database_url=plan_database_url,
     )
-    callbacks = _make_callbacks(runtime, agent)
+    callbacks = {name: signed_once(c) for name, c in _make_callbacks(runtime, agent).items()}
     agent.tools = [*agent.tools, ProtocolToolSet(runtime)]
     # Routing must happen before anything else may end the run or call the model.
     agent.before_agent_callback = [

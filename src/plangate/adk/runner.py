@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.apps import App, ResumabilityConfig
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
-from google.adk.sessions import DatabaseSessionService
+from google.adk.sessions import BaseSessionService, DatabaseSessionService
 from google.genai import types
 
 from plangate.adk.plugin import PlanPlugin
@@ -18,7 +19,9 @@ from plangate.store.file_guard import guard_sqlite_file
 from plangate.store.storable import keep_text_storable, storable_json
 from plangate.store.urls import ensure_sqlite_folder, resolve_database_url
 
-__all__ = ["build_app", "build_runner", "function_reply"]
+__all__ = ["SESSIONS_ENV_VAR", "build_app", "build_runner", "function_reply"]
+
+SESSIONS_ENV_VAR = "PLANGATE_SESSIONS"
 
 
 def build_app(
@@ -39,20 +42,44 @@ def build_app(
 
 
 def build_runner(
-    agent: BaseAgent, *, database_url: str | None = None, app_name: str = "plangate"
+    agent: BaseAgent,
+    *,
+    database_url: str | None = None,
+    app_name: str = "plangate",
+    session_service: BaseSessionService | None = None,
+    sessions: Literal["adk", "plangate"] | None = None,
 ) -> Runner:
-    """A Runner whose ADK sessions live in the same database as the plans and journal."""
+    """A Runner whose ADK sessions live in the same database as the plans and journal.
+
+    ``sessions`` picks who keeps them there: ``"adk"``, ADK's ``DatabaseSessionService``,
+    or ``"plangate"``, :class:`~plangate.adk.session_service.StoreSessionService` on plangate's
+    own store (an event appended in one commit); without it, ``PLANGATE_SESSIONS``, else
+    ``"adk"``. ``session_service`` replaces both (an in-memory one for tests and
+    benchmarks, say); plans and the journal stay durable.
+    """
+    sessions = sessions or os.environ.get(SESSIONS_ENV_VAR) or "adk"  # type: ignore[assignment]
+    if sessions not in ("adk", "plangate"):
+        raise ValueError(
+            f"{SESSIONS_ENV_VAR} must be 'adk' (ADK's DatabaseSessionService) or 'plangate' "
+            f"(sessions on plangate's store), got {sessions!r}"
+        )
     url = resolve_database_url(database_url)
     for governed in _walk(agent):
         runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
         if runtime is not None and runtime.options.database_url is None:
             runtime.database_url = url
     ensure_sqlite_folder(url)
-    # Text PostgreSQL refuses (NUL) is cleaned the same way as in plangate's store.
-    session_service = DatabaseSessionService(db_url=url, json_serializer=storable_json)
-    keep_text_storable(session_service.db_engine)
-    # ADK's own engine writes the sessions: it too must fail if the file is replaced.
-    guard_sqlite_file(session_service.db_engine, url)
+    if session_service is None and sessions == "plangate":
+        from plangate.adk.session_service import StoreSessionService
+
+        session_service = StoreSessionService(url)
+    elif session_service is None:
+        # Text PostgreSQL refuses (NUL) is cleaned the same way as in plangate's store.
+        adk_service = DatabaseSessionService(db_url=url, json_serializer=storable_json)
+        keep_text_storable(adk_service.db_engine)
+        # ADK's own engine writes the sessions: it too must fail if the file is replaced.
+        guard_sqlite_file(adk_service.db_engine, url)
+        session_service = adk_service
     return Runner(app=build_app(agent, app_name), session_service=session_service)
 
 

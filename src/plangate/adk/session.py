@@ -58,6 +58,7 @@ from google.adk.agents import LlmAgent
 from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event, EventActions
 from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
 from plangate.adk.replies import Awaiting, awaiting, record_replies, replies_in
@@ -81,6 +82,8 @@ log = logging.getLogger("plangate")
 SYSTEM_AUTHOR = "plangate"
 
 _MAX_ATTEMPTS = 5
+
+_STATE_ONLY = GetSessionConfig(num_recent_events=0)
 
 # Tools whose call waits for a person; a stop never answers them in the person's place.
 _HUMAN_REQUEST_TOOLS = frozenset({"enter_plan_mode", "exit_plan_mode", "ask_user_question"})
@@ -155,9 +158,14 @@ class PlanSession:
 
     # -- reading ------------------------------------------------------------------------
 
-    async def session(self) -> Any:
+    async def session(self, *, events: bool = True) -> Any:
+        """The stored ADK session; ``events=False`` reads its state alone, which costs
+        the same however long the conversation is."""
         return await self.runner.session_service.get_session(
-            app_name=self.runner.app_name, user_id=self.user_id, session_id=self.session_id
+            app_name=self.runner.app_name,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            config=None if events else _STATE_ONLY,
         )
 
     async def plan_state(self) -> PlanSessionState:
@@ -199,7 +207,7 @@ class PlanSession:
         state = await self.plan_state()
         if state.requested is not None:
             return state.requested.value
-        session = await self.session()
+        session = await self.session(events=False)
         in_session = session.state.get(key) if session is not None else None
         if in_session is not None and in_session != state.mirrored_selection:
             return str(in_session)  # written by the host, not applied yet
@@ -342,7 +350,7 @@ class PlanSession:
         """Write session state between runs (never while a run holds the session)."""
         if self.running:
             raise RuntimeError("a run of this session is in progress; its session is busy")
-        session = await self.session()
+        session = await self.session(events=False)
         event = Event(
             author=SYSTEM_AUTHOR,
             invocation_id=f"e-{SYSTEM_AUTHOR}-{time.time_ns()}",
@@ -500,7 +508,7 @@ class PlanSession:
     async def _sync_mirror(self) -> None:
         """Session state mirrors the store (between runs only)."""
         loaded = await self.runtime.load(self.scope)
-        session = await self.session()
+        session = await self.session(events=False)
         if session is None or loaded.unreadable:
             return
         state = loaded.state

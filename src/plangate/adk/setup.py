@@ -10,6 +10,7 @@ from google.adk.agents import LlmAgent
 
 from plangate.adk.boundary import install_boundary
 from plangate.adk.callbacks import make_before_model, make_gate
+from plangate.adk.contract import signed_once
 from plangate.adk.options import PlanOptions
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.tools import PlanToolSet
@@ -36,7 +37,7 @@ def setup_plan(agent: LlmAgent, options: PlanOptions | None = None) -> LlmAgent:
     agent.tools = [*agent.tools, PlanToolSet(runtime)]
     agent.before_model_callback = [
         *_as_list(agent.before_model_callback),
-        make_before_model(runtime),
+        signed_once(make_before_model(runtime)),
     ]
     install_boundary(agent).add(make_gate(runtime), order=0)
     return agent

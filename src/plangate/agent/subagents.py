@@ -32,11 +32,11 @@ from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.apps import App
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
-from google.adk.tools import BaseTool, FunctionTool, ToolContext
+from google.adk.tools import BaseTool, ToolContext
 from google.genai import types
 
 from plangate.adk.boundary import Boundary, boundary_of
-from plangate.adk.contract import StreamingMode
+from plangate.adk.contract import DeclaredOnceFunctionTool, StreamingMode
 from plangate.adk.scope import governing_scope, scope_of
 from plangate.adk.setup import plan_runtime
 from plangate.adk.tools import PlanToolSet
@@ -336,7 +336,7 @@ def _nearest(lineage: list[BaseAgent], lookup: Any) -> Any:
 
 def _spawn_tool(func: Any) -> BaseTool:
     declare_effect(func, Effect.SPAWN)
-    return declare_effect(FunctionTool(func), Effect.SPAWN)
+    return declare_effect(DeclaredOnceFunctionTool(func), Effect.SPAWN)
 
 
 def _excluded(tool: Any) -> bool:

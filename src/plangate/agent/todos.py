@@ -7,6 +7,7 @@ from typing import Any, Literal
 from google.adk.tools import FunctionTool, ToolContext
 from pydantic import BaseModel, ValidationError
 
+from plangate.adk.contract import DeclaredOnceFunctionTool
 from plangate.errors import ErrorCode, error_result
 from plangate.policy.effects import Effect, declare_effect
 
@@ -62,4 +63,4 @@ def todo_write_tool(branch: str) -> FunctionTool:
         done = sum(1 for t in cleaned if t["status"] == "completed")
         return {"todos": cleaned, "message": f"{done}/{len(cleaned)} completed"}
 
-    return declare_effect(FunctionTool(todo_write), Effect.WRITE)
+    return declare_effect(DeclaredOnceFunctionTool(todo_write), Effect.WRITE)

@@ -53,8 +53,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import regex
-from google.adk.tools import BaseTool, FunctionTool
+from google.adk.tools import BaseTool
 
+from plangate.adk.contract import DeclaredOnceFunctionTool
 from plangate.agent.bash_tool import bash_tool
 from plangate.agent.tool_errors import (
     BINARY_FILE,
@@ -808,7 +809,7 @@ def _run_sync(body: Any, *args: Any) -> dict:
 
 def _tool(func: Any, name: str, writes_in: Path | None = None) -> BaseTool:
     declare_effect(func, TOOL_EFFECTS[name])
-    tool = FunctionTool(func)
+    tool = DeclaredOnceFunctionTool(func)
     tool.name = name  # the declaration sent to the model uses func.__name__ == name
     declare_effect(tool, TOOL_EFFECTS[name])
     if writes_in is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from google.adk.tools import FunctionTool
 
+from plangate.adk.contract import DeclaredOnceFunctionTool
 from plangate.policy.effects import Effect, declare_effect
 
 from .tools import TOOL_NAMES, DataTools
@@ -41,7 +42,7 @@ def data_adk_tools(data_tools: DataTools) -> list[FunctionTool]:
     """
     tools = []
     for name in TOOL_NAMES:
-        tool = FunctionTool(_off_the_loop(getattr(data_tools, name)))
+        tool = DeclaredOnceFunctionTool(_off_the_loop(getattr(data_tools, name)))
         declare_effect(tool, Effect.READ)
         tools.append(tool)
     return tools

@@ -21,15 +21,18 @@ import itertools
 import json
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.pool import StaticPool
 
 from plangate.store.store import Document
 
 if TYPE_CHECKING:
     from plangate.store.store import Store
 
-__all__ = ["FreshDocuments", "ReaderBusy", "SqliteReader"]
+__all__ = ["FreshDocuments", "FreshReads", "ReaderBusy", "SqliteReader", "is_busy"]
 
 T = TypeVar("T")
 
@@ -38,6 +41,12 @@ _tokens = itertools.count(1)
 
 class ReaderBusy(Exception):
     """The SQLite file could not be read without waiting; read another way."""
+
+
+def is_busy(exc: BaseException) -> bool:
+    """A read refused because the file was locked (the reader never waits)."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 class SqliteReader:
@@ -54,6 +63,7 @@ class SqliteReader:
         self._row_cursor = self._conn.cursor()
         self.token = next(_tokens)
         """Tells this connection's ``data_version`` values apart from another's."""
+        self._engine: Engine | None = None
 
     def data_version(self) -> int:
         try:
@@ -71,7 +81,18 @@ class SqliteReader:
         except sqlite3.OperationalError as exc:
             raise ReaderBusy(str(exc)) from exc
 
+    def engine(self) -> Engine:
+        """A synchronous SQLAlchemy engine on this very connection, for the repositories'
+        reads (``Store.read``): queries run in the calling thread, in autocommit, with no
+        transaction and so no lock."""
+        if self._engine is None:
+            conn = self._conn
+            self._engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
+        return self._engine
+
     def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose(close=False)
         self._conn.close()
 
 
@@ -130,3 +151,34 @@ class FreshDocuments(Generic[T]):
 
     def forget(self, key: str) -> None:
         self._entries.pop(key, None)
+
+
+class FreshReads(Generic[T]):
+    """Results of reads of committed rows (a query of several tables, say), kept while no
+    connection commits to the SQLite file; elsewhere every get reads.
+
+    The stamp is taken before the read: a commit landing during the read changes the stamp
+    again, so the value is read anew next time rather than trusted stale.
+    """
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[Any, tuple[tuple[int, int], T]] = OrderedDict()
+
+    async def get(self, store: Store, key: Any, read: Callable[[], Awaitable[T]]) -> T:
+        reader = store.reader
+        if reader is None:
+            return await read()
+        try:
+            stamp = (reader.token, reader.data_version())
+        except ReaderBusy:
+            return await read()
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] == stamp:
+            self._entries.move_to_end(key)
+            return entry[1]
+        value = await read()
+        self._entries[key] = (stamp, value)
+        self._entries.move_to_end(key)
+        if len(self._entries) > _MAX_ENTRIES:
+            self._entries.popitem(last=False)
+        return value

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from sqlalchemy import Row, delete, insert, select, update
+from sqlalchemy import Row, bindparam, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -136,6 +136,19 @@ def _revision(row: Row[Any]) -> IntentRevision:
     )
 
 
+# The reads every step makes, built once: building a statement costs more than running
+# a point read on SQLite.
+_REVISION = select(intent_revisions).where(intent_revisions.c.id == bindparam("id"))
+_HEAD = select(intent_heads.c.revision_id).where(
+    intent_heads.c.session_key == bindparam("session_key")
+)
+_FORK = select(session_forks).where(session_forks.c.session_key == bindparam("session_key"))
+_BINDING = select(run_intent_bindings).where(
+    run_intent_bindings.c.session_key == bindparam("session_key"),
+    run_intent_bindings.c.run_id == bindparam("run_id"),
+)
+
+
 class IntentRepository:
     """Intent reads and writes on one open transaction's connection."""
 
@@ -147,27 +160,15 @@ class IntentRepository:
     async def revision(self, revision_id: str | None) -> IntentRevision | None:
         if revision_id is None:
             return None
-        row = (
-            await self._conn.execute(
-                select(intent_revisions).where(intent_revisions.c.id == revision_id)
-            )
-        ).first()
+        row = (await self._conn.execute(_REVISION, {"id": revision_id})).first()
         return _revision(row) if row else None
 
     async def head(self, session_key: str) -> str | None:
         """The session's *own* head revision id (no lineage)."""
-        return (
-            await self._conn.execute(
-                select(intent_heads.c.revision_id).where(intent_heads.c.session_key == session_key)
-            )
-        ).scalar()
+        return (await self._conn.execute(_HEAD, {"session_key": session_key})).scalar()
 
     async def fork(self, session_key: str) -> SessionFork | None:
-        row = (
-            await self._conn.execute(
-                select(session_forks).where(session_forks.c.session_key == session_key)
-            )
-        ).first()
+        row = (await self._conn.execute(_FORK, {"session_key": session_key})).first()
         if row is None:
             return None
         return SessionFork(
@@ -216,12 +217,7 @@ class IntentRepository:
 
     async def binding(self, session_key: str, run_id: str) -> RunBinding | None:
         row = (
-            await self._conn.execute(
-                select(run_intent_bindings).where(
-                    run_intent_bindings.c.session_key == session_key,
-                    run_intent_bindings.c.run_id == run_id,
-                )
-            )
+            await self._conn.execute(_BINDING, {"session_key": session_key, "run_id": run_id})
         ).first()
         if row is None:
             return None

@@ -22,8 +22,10 @@ from sqlalchemy import select
 from plangate.journal.events import JournalEvent
 from plangate.protocol.definitions import LedgerEntry, ProtocolState
 from plangate.protocol.handoff import ProtocolEvent
+from plangate.store.fresh import FreshDocuments
 from plangate.store.schema import documents
-from plangate.store.store import Conflict, Store, Transaction
+from plangate.store.store import Conflict, Document, Store, Transaction
+from plangate.store.writes import Put, commit, transact
 
 __all__ = [
     "RUN_KIND",
@@ -43,6 +45,7 @@ RunStatus = Literal["running", "completed", "degraded", "partial", "failed", "in
 """``interrupted``: the process executing the run died (its lease expired); a new run
 on the thread continues from what was stored."""
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 Within = Callable[[Transaction], Awaitable[Any]]
 """Extra writes (intent revision, binding) that must share the transaction."""
 
@@ -112,6 +115,21 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True)
 
 
+def _decoder(model: type[M]) -> Callable[[str, Document | None], Versioned[M] | None]:
+    def decode(_key: str, document: Document | None) -> Versioned[M] | None:
+        if document is None:
+            return None
+        return Versioned(model.model_validate(document.data), document.version)
+
+    return decode
+
+
+# Read at every step and after every tool; decoded once per committed version. The
+# values are frozen models, so sharing them is safe.
+_runs = FreshDocuments(RUN_KIND, _decoder(RunRecord))
+_segments = FreshDocuments(SEGMENT_KIND, _decoder(ProtocolState))
+
+
 class ProtocolStateStore:
     """Runs, segments and the protocol journal of one store; scoped by a scope key
     (``app/user/session/agent``), the same key the plan journal uses."""
@@ -122,16 +140,10 @@ class ProtocolStateStore:
     # -- reads ----------------------------------------------------------------------
 
     async def run(self, scope_key: str, run_id: str) -> Versioned[RunRecord] | None:
-        document = await self.store.get(RUN_KIND, _run_key(scope_key, run_id))
-        if document is None:
-            return None
-        return Versioned(RunRecord.model_validate(document.data), document.version)
+        return await _runs.get(self.store, _run_key(scope_key, run_id))
 
     async def segment(self, scope_key: str, segment_id: str) -> Versioned[ProtocolState] | None:
-        document = await self.store.get(SEGMENT_KIND, _segment_key(scope_key, segment_id))
-        if document is None:
-            return None
-        return Versioned(ProtocolState.model_validate(document.data), document.version)
+        return await _segments.get(self.store, _segment_key(scope_key, segment_id))
 
     async def segments(self, scope_key: str, run: RunRecord) -> list[Versioned[ProtocolState]]:
         found: list[Versioned[ProtocolState]] = []
@@ -153,18 +165,17 @@ class ProtocolStateStore:
     async def latest_running_run(self, scope_key: str) -> RunRecord | None:
         """The newest run of a scope still running (for calls made outside its
         invocation, such as a sub-agent spawned by a tool)."""
-        async with self.store.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(documents.c.data)
-                    .where(
-                        documents.c.kind == RUN_KIND,
-                        documents.c.key.startswith(scope_key + "#"),
-                    )
-                    .order_by(documents.c.updated_at.desc())
-                    .limit(20)
-                )
-            ).all()
+        query = (
+            select(documents.c.data)
+            .where(documents.c.kind == RUN_KIND, documents.c.key.startswith(scope_key + "#"))
+            .order_by(documents.c.updated_at.desc())
+            .limit(20)
+        )
+
+        async def read(conn: Any) -> list[Any]:
+            return list((await conn.execute(query)).all())
+
+        rows = await self.store.read(read)
         for row in rows:
             record = RunRecord.model_validate(row.data)
             if record.status == "running":
@@ -187,7 +198,21 @@ class ProtocolStateStore:
     ) -> None:
         """One transaction: segment and run documents (each with the version it expects,
         0 = new), journal events, then ``within``. Any ``Conflict`` rolls back all."""
-        async with self.store.transaction() as tx:
+        if within is None:
+            # Documents and journal rows only: one hop to the commit thread on SQLite.
+            puts = [
+                Put(SEGMENT_KIND, _segment_key(scope_key, state.segment_id), _dump(state), expected)
+                for state, expected in segments
+            ]
+            if run is not None:
+                record, expected = run
+                puts.append(
+                    Put(RUN_KIND, _run_key(scope_key, record.run_id), _dump(record), expected)
+                )
+            await commit(self.store, puts, [(scope_key, event) for event in events])
+            return
+
+        async def work(tx: Transaction) -> None:
             for state, expected in segments:
                 await tx.put(
                     SEGMENT_KIND,
@@ -204,8 +229,10 @@ class ProtocolStateStore:
                     expected_version=expected,
                 )
             await tx.append_all(scope_key, events)
-            if within is not None:
-                await within(tx)
+            await within(tx)
+
+        # One hop on SQLite: a run start is one commit, whatever it holds.
+        await transact(self.store, work)
 
     async def create(
         self,

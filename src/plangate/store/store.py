@@ -8,16 +8,17 @@ half-applied because the whole transaction rolls back.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import event, insert, inspect, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -39,6 +40,8 @@ from plangate.store.urls import ensure_sqlite_folder, redacted, resolve_database
 if TYPE_CHECKING:
     from plangate.store.fresh import SqliteReader
     from plangate.store.writes import SqliteWriter
+
+T = TypeVar("T")
 
 __all__ = ["Conflict", "Document", "JournalEntry", "Store", "Transaction", "is_valid_version"]
 
@@ -166,6 +169,17 @@ class Transaction:
         return self._conn
 
 
+class _SyncReads:
+    """A synchronous connection behind the ``AsyncConnection`` calls reads use."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self.dialect = conn.dialect
+
+    async def execute(self, statement: Any, parameters: Any = None) -> Any:
+        return self._conn.execute(statement, parameters)
+
+
 class Store:
     """Opened once per event loop; cheap to share between agents and surfaces."""
 
@@ -247,8 +261,44 @@ class Store:
             yield Transaction(conn)
 
     async def get(self, kind: str, key: str) -> Document | None:
+        """The document as last committed (no transaction: on SQLite a lock-free point
+        read in the calling thread)."""
+        if self.reader is not None:
+            from plangate.store.fresh import ReaderBusy
+
+            try:
+                row = self.reader.row(kind, key)
+            except ReaderBusy:
+                pass
+            else:
+                if row is None:
+                    return None
+                data = row[1]
+                return Document(json.loads(data) if isinstance(data, str) else data, row[0])
         async with self.engine.connect() as conn:
             return await Transaction(conn).get(kind, key)
+
+    async def read(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        """Run the read-only ``work(connection)`` against the last committed state.
+
+        On a SQLite file it runs on the lock-free reader in the calling thread -- no
+        worker-thread hop per statement, no ``BEGIN IMMEDIATE`` -- and, should the file be
+        busy, again on the async engine; ``work`` must therefore only read. The
+        connection offers ``execute`` and ``dialect`` like an ``AsyncConnection``.
+        """
+        if self.reader is not None:
+            from sqlalchemy.exc import OperationalError
+
+            from plangate.store.fresh import is_busy
+
+            try:
+                with self.reader.engine().connect() as conn:
+                    return await work(_SyncReads(conn))
+            except OperationalError as exc:
+                if not is_busy(exc):
+                    raise
+        async with self.engine.connect() as conn:
+            return await work(conn)
 
     async def journal(self, scope: str | None = None, *, after: int = 0) -> list[JournalEntry]:
         query = select(journal).where(journal.c.seq > after).order_by(journal.c.seq)

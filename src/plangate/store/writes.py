@@ -22,22 +22,27 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy import insert
+from sqlalchemy import Connection, Engine, create_engine, event, insert
+from sqlalchemy.pool import StaticPool
 
 from plangate.journal.events import JournalEvent
 from plangate.store.schema import journal
+from plangate.store.storable import clean_parameters, storable_json
 from plangate.store.store import Conflict
 
 if TYPE_CHECKING:
     from plangate.store.file_guard import FileIdentity
     from plangate.store.store import Store, Transaction
 
-__all__ = ["Put", "SqliteWriter", "commit"]
+__all__ = ["Put", "SqliteWriter", "commit", "transact"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,7 @@ class SqliteWriter:
         # commits waiting for the file lock never hold up the shared worker threads
         # (queries, file searches) that asyncio.to_thread uses.
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plangate-commit")
+        self._engine: Engine | None = None
 
     async def commit(
         self, puts: Sequence[Put], events: Sequence[tuple[str, JournalEvent]]
@@ -109,9 +115,80 @@ class SqliteWriter:
             raise
         return versions
 
+    async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """``work`` as one transaction in one hop to the commit thread.
+
+        ``work`` runs on a synchronous SQLAlchemy connection behind the ``Transaction``
+        interface, so its coroutine never waits on anything and is driven to its end in
+        that thread; one that does wait raises ``RuntimeError`` and nothing is applied.
+        """
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._run, work)
+
+    def _run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        from plangate.store.store import Transaction
+
+        if self._engine is None:
+            self._engine = _sync_engine(self._conn)
+        if self._identity is not None:
+            self._identity.check()  # before BEGIN: nothing is written to a vanished file
+        with self._engine.connect() as connection:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = _drive(work(Transaction(_SyncConnection(connection))))  # pyright: ignore[reportArgumentType]
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        return result
+
     def close(self) -> None:
         self._thread.shutdown(wait=True)
+        if self._engine is not None:
+            self._engine.dispose(close=False)
         self._conn.close()
+
+
+def _sync_engine(conn: sqlite3.Connection) -> Engine:
+    """SQLAlchemy on the writer's own connection, cleaning text as the async engine does."""
+    engine = create_engine(
+        "sqlite://", creator=lambda: conn, poolclass=StaticPool, json_serializer=storable_json
+    )
+
+    def clean(*args: Any) -> tuple[str, Any]:
+        statement, parameters = args[2], args[3]
+        return statement, clean_parameters(parameters)
+
+    event.listen(engine, "before_cursor_execute", clean, retval=True)
+    return engine
+
+
+class _SyncConnection:
+    """A synchronous SQLAlchemy connection behind the ``AsyncConnection`` calls that
+    ``Transaction`` and the repositories make; its awaits never suspend."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self.dialect = connection.dialect
+
+    async def execute(self, statement: Any, parameters: Any = None) -> Any:
+        return self._connection.execute(statement, parameters)
+
+    @asynccontextmanager
+    async def begin_nested(self) -> AsyncGenerator[None]:
+        with self._connection.begin_nested():
+            yield
+
+
+def _drive(awaitable: Awaitable[T]) -> T:
+    """Run an awaitable that never suspends to its end, in this thread."""
+    steps = awaitable.__await__()
+    try:
+        next(steps)
+    except StopIteration as stop:
+        return cast(T, stop.value)
+    steps.close()
+    raise RuntimeError("a commit's work waited on something other than its own statements")
 
 
 def _put(conn: sqlite3.Connection, kind: str, key: str, data: str, wanted: int | None) -> int:
@@ -182,3 +259,13 @@ async def _put_async(tx: Transaction, put: Put) -> int:
         existing = await tx.get(put.kind, put.key)
         expected = existing.version if existing is not None else 0
     return await tx.put(put.kind, put.key, put.data, expected_version=expected)
+
+
+async def transact(store: Store, work: Callable[[Transaction], Awaitable[T]]) -> T:
+    """``work(tx)`` as one transaction: on a SQLite file in one hop to the commit thread
+    (``work`` may await only the transaction's own statements), elsewhere on the async
+    engine. A ``Conflict`` it raises rolls all of it back."""
+    if store.writer is not None:
+        return await store.writer.run(work)
+    async with store.transaction() as tx:
+        return await work(tx)

@@ -246,6 +246,8 @@ class PreparedRun:
     """Human replies, each submitted through ``PlanSession.submit`` when the run starts."""
     stale: str | None = None
     """Why the input answers nothing pending; the run reports STALE_RESUME and changes nothing."""
+    new_thread: bool = False
+    """The thread had no session before this run: its state starts empty."""
 
 
 async def prepare_run(
@@ -256,7 +258,7 @@ async def prepare_run(
     Reads only: nothing is written until the run starts (a new thread is not created yet).
     """
     keys = StateKeys.of(session)
-    prepared = PreparedRun()
+    prepared = PreparedRun(new_thread=new_thread)
     selection = _requested_selection(run_input, keys)
     if selection is not None and keys.selection:
         prepared.requested_selection = selection
@@ -655,7 +657,8 @@ async def run_events(
         thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION, timestamp=_now_ms()
     )
     try:
-        state = await _session_state(session, keys)
+        # A new thread's session was created empty just now: nothing to read back.
+        state = {} if prepared.new_thread else await _session_state(session, keys)
         protocol_before = _protocol_view(state, keys)
         if prepared.state_delta:
             # The runner writes the selection with the user's turn, before the first event.
@@ -823,7 +826,7 @@ def protocol_failure(before: dict[str, Any], after: dict[str, Any]) -> RunErrorE
 
 
 async def _session_state(session: PlanSession, keys: StateKeys) -> dict[str, Any]:
-    stored = await session.session()
+    stored = await session.session(events=False)
     return shared_state(stored.state if stored is not None else {}, keys)
 
 

@@ -195,9 +195,7 @@ class WebState:
         return PlanSession(self.runner, user_id=self.user_id, session_id=thread_id)
 
     async def exists(self, thread_id: str) -> bool:
-        session = await self.runner.session_service.get_session(
-            app_name=self.runner.app_name, user_id=self.user_id, session_id=thread_id
-        )
+        session = await self.plan_session(thread_id).session(events=False)
         return session is not None
 
 
@@ -606,7 +604,9 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(128)
+    # Room for a burst of connections (hundreds of tabs or clients at once); a full
+    # backlog makes the kernel drop SYNs, and the client retries only after a second.
+    sock.listen(2048)
     sock.setblocking(False)
     return sock
 

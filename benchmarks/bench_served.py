@@ -1,0 +1,205 @@
+"""What a served run costs beside the same run on bare ADK, measured in one sitting.
+
+    python benchmarks/bench_served.py [--runs 60] [--shapes trivial tool] [--profile DIR]
+
+Each row runs ``--runs`` runs one after another, each on a new thread/session, after a
+warm-up, and reports per run: CPU time of the process doing the work, wall time, SQL
+statements and SQL statements per model step.
+
+- served: the agent ``plangate serve`` builds (coding agent + data tools + protocol
+  governance + Plan Mode) under ``create_app``/uvicorn in a child process, driven over
+  real HTTP on 127.0.0.1 as AG-UI runs (SSE); CPU is the server process's own.
+- bare ADK: a ``Runner`` over an ``LlmAgent`` with the same workspace tools and model,
+  ``create_session`` + ``run_async`` in this process; CPU is this process's.
+
+Both sit on the same kind of ADK session store: ADK's ``InMemorySessionService``
+(``memory``) or its ``DatabaseSessionService`` on a SQLite file (``sqlite``; plangate
+serve's default, on the same file as the plans and journal).
+
+Shapes: ``trivial`` is one model step answering text; ``tool`` is a step calling
+``Read`` (gate-checked on plangate) and a step answering text. The served runs also make
+one classifier call (the protocol router asks the model), counted as a model step.
+
+Statements are counted with a ``sqlite3`` trace callback on every connection, labelled
+``reader`` (plangate's lock-free point reads in the event loop's thread), ``writer``
+(plangate's one-hop commits) and ``async`` (SQLAlchemy over aiosqlite: ADK's sessions and
+plangate's async store; each statement is a hop to a worker thread). The machine is
+shared and noisy: compare the ratios, not the absolute figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from served_support import (
+    SESSIONS,
+    SHAPES,
+    Server,
+    bare_run,
+    bare_runner,
+    count_sqlite_statements,
+    model_calls,
+    plangate_runner,
+    quiet_adk_logs,
+    served_run,
+    start_server,
+    statements,
+)
+
+from plangate.adk.session import PlanSession
+
+WARMUP = 5
+
+
+@dataclass
+class Tally:
+    """What the runs of one row cost, round by round."""
+
+    name: str
+    cpu: list[float] = field(default_factory=list)
+    """CPU per run, one figure per round."""
+    walls: list[float] = field(default_factory=list)
+    sql: Counter[str] = field(default_factory=Counter)
+    steps: int = 0
+    runs: int = 0
+
+    def add(self, runs: int, cpu: float, walls: list[float], sql: Counter[str], steps: int) -> None:
+        self.cpu.append(cpu / runs)
+        self.walls.extend(walls)
+        self.sql.update(+sql)
+        self.steps += steps
+        self.runs += runs
+
+    @property
+    def cpu_ms(self) -> float:
+        # The median round: the machine is shared, and a neighbour's burst lands in one.
+        return statistics.median(self.cpu) * 1e3
+
+    def line(self, base: Tally | None) -> str:
+        ratio = f"{self.cpu_ms / base.cpu_ms:5.1f}x" if base is not None else "     "
+        sql_total = sum(self.sql.values()) / self.runs
+        steps = self.steps / self.runs
+        kinds = " ".join(f"{k} {v / self.runs:.1f}" for k, v in sorted(self.sql.items()))
+        return (
+            f"  {self.name:<30} cpu {self.cpu_ms:7.2f} ms {ratio}  wall p50 "
+            f"{statistics.median(self.walls) * 1e3:7.2f} ms  steps {steps:3.1f}  "
+            f"SQL/run {sql_total:5.1f} ({kinds or '-'})  SQL/step {sql_total / steps:4.1f}"
+        )
+
+
+async def _local_round(tally: Tally, runs: int, run: Callable[[], Awaitable[None]]) -> None:
+    """Runs in this process: its CPU time, its statement counters."""
+    sql_before, calls_before = Counter(statements), model_calls[0]
+    walls: list[float] = []
+    cpu_start = time.process_time()
+    for _ in range(runs):
+        start = time.perf_counter()
+        await run()
+        walls.append(time.perf_counter() - start)
+    cpu = time.process_time() - cpu_start
+    sql = Counter(statements)
+    sql.subtract(sql_before)
+    tally.add(runs, cpu, walls, sql, model_calls[0] - calls_before)
+
+
+async def _served_round(tally: Tally, runs: int, server: Server, client: httpx.AsyncClient) -> None:
+    """Runs over HTTP: the server process's CPU time and counters."""
+    before = server.stats()
+    walls: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        failure = await served_run(client, server.url)
+        walls.append(time.perf_counter() - start)
+        assert failure is None, failure
+    after = server.stats()
+    sql = Counter(after["statements"])
+    sql.subtract(Counter(before["statements"]))
+    steps = after["model_calls"] - before["model_calls"]
+    tally.add(runs, after["cpu"] - before["cpu"], walls, sql, steps)
+
+
+async def compare(
+    shape: str, sessions: str, folder: Path, runs: int, rounds: int, profile: Path | None
+) -> list[Tally]:
+    """Bare ADK, plangate in this process and plangate served, in interleaved rounds."""
+    bare = bare_runner(shape, folder / "bare", sessions)
+    local = plangate_runner(shape, folder / "local", sessions)
+
+    async def bare_once() -> None:
+        await bare_run(bare)
+
+    async def local_once() -> None:
+        session = await PlanSession.open(local, session_id=f"t-{uuid.uuid4().hex[:16]}")
+        async for _ in session.run("hello"):
+            pass
+
+    tallies = [
+        Tally(f"bare ADK, {sessions}"),
+        Tally(f"plangate in-process, {sessions}"),
+        Tally(f"plangate served, {sessions}"),
+    ]
+    server = start_server(shape, folder / "served", sessions, profile=profile)
+    try:
+        async with httpx.AsyncClient(timeout=120) as client:
+            for _ in range(WARMUP):
+                await bare_once()
+                await local_once()
+                assert await served_run(client, server.url) is None
+            per_round = max(1, runs // rounds)
+            for _ in range(rounds):
+                await _local_round(tallies[0], per_round, bare_once)
+                await _local_round(tallies[1], per_round, local_once)
+                await _served_round(tallies[2], per_round, server, client)
+    finally:
+        server.stop()
+    return tallies
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    parser.add_argument("--sessions", nargs="+", choices=SESSIONS, default=list(SESSIONS))
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="write a cProfile of each served row's server into this folder",
+    )
+    args = parser.parse_args()
+    count_sqlite_statements()
+    quiet_adk_logs()
+    print(
+        f"per run, {args.runs} runs each, new thread per run (ratio: CPU over bare ADK on "
+        "the same session store)"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in args.shapes:
+            print(f"{shape}:")
+            for sessions in args.sessions:
+                profile = None
+                if args.profile is not None:
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                    profile = args.profile / f"served-{shape}-{sessions}.prof"
+                folder = Path(tmp) / f"{shape}-{sessions}"
+                bare, *rows = await compare(
+                    shape, sessions, folder, args.runs, args.rounds, profile
+                )
+                print(bare.line(None))
+                for row in rows:
+                    print(row.line(bare))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

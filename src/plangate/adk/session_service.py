@@ -1,0 +1,302 @@
+"""``StoreSessionService``: ADK sessions kept in plangate's own store.
+
+ADK's ``DatabaseSessionService`` opens an ORM session per call and sends every statement
+through the async driver's thread; on SQLite an appended event costs seven statements and
+as many thread hops, and a served run appends several. Here, on the same database as
+the plans and journal:
+
+- a session is a versioned document (its own state, its update time and how many events
+  it has), each event a document of its own keyed by its position, app and user state
+  one document each (ADK's ``app:`` and ``user:`` prefixes);
+- an appended event is one commit -- event, session and any app or user state together,
+  by compare-and-set -- in one hop to the commit thread on SQLite;
+- reads take the lock-free reader on SQLite; a read of the state alone
+  (``GetSessionConfig(num_recent_events=0)``) never touches the events.
+
+The contract is ADK's ``BaseSessionService``: ``temp:`` state lives only in the session
+object, a write from a session object that another writer has overtaken raises
+``StaleSessionError``, and nothing of a refused append is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.events import Event
+from google.adk.sessions import BaseSessionService, Session
+from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
+from google.adk.sessions.state import State
+from sqlalchemy import bindparam, delete, select
+
+from plangate.store.schema import documents
+from plangate.store.shared import shared_store
+from plangate.store.store import Conflict, Store
+from plangate.store.writes import Put, commit
+
+__all__ = ["StoreSessionService"]
+
+SESSION_KIND = "adk_session"
+EVENT_KIND = "adk_event"
+APP_STATE_KIND = "adk_app_state"
+USER_STATE_KIND = "adk_user_state"
+
+_STALE = (
+    "The session has been modified in storage since it was loaded. "
+    "Please reload the session before appending more events."
+)
+
+# Events of one session: keys from "<session key>#" up to (not including) "<session key>$".
+_EVENTS = (
+    select(documents.c.data)
+    .where(
+        documents.c.kind == EVENT_KIND,
+        documents.c.key > bindparam("low"),
+        documents.c.key < bindparam("high"),
+    )
+    .order_by(documents.c.key)
+)
+
+
+def _session_key(app_name: str, user_id: str, session_id: str) -> str:
+    # JSON keeps the parts apart whatever characters the ids hold.
+    return json.dumps([app_name, user_id, session_id])
+
+
+def _user_key(app_name: str, user_id: str) -> str:
+    return json.dumps([app_name, user_id])
+
+
+def _event_key(session_key: str, position: int) -> str:
+    return f"{session_key}#{position:012d}"
+
+
+def _split(delta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(app, user, session) parts of a state delta, prefixes removed; temp: dropped."""
+    app: dict[str, Any] = {}
+    user: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for key, value in delta.items():
+        if key.startswith(State.APP_PREFIX):
+            app[key.removeprefix(State.APP_PREFIX)] = value
+        elif key.startswith(State.USER_PREFIX):
+            user[key.removeprefix(State.USER_PREFIX)] = value
+        elif not key.startswith(State.TEMP_PREFIX):
+            own[key] = value
+    return app, user, own
+
+
+def _merged(own: dict[str, Any], app: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    state = dict(own)
+    state.update({State.APP_PREFIX + k: v for k, v in app.items()})
+    state.update({State.USER_PREFIX + k: v for k, v in user.items()})
+    return state
+
+
+class StoreSessionService(BaseSessionService):
+    """ADK sessions on plangate's store (``database_url`` as ``build_runner`` takes it)."""
+
+    def __init__(self, database_url: str | None = None) -> None:
+        self.database_url = database_url
+
+    async def _store(self) -> Store:
+        return await shared_store(self.database_url)
+
+    # -- reads ----------------------------------------------------------------------
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        store = await self._store()
+        key = _session_key(app_name, user_id, session_id)
+        stored = await store.get(SESSION_KIND, key)
+        if stored is None:
+            return None
+        app = await self._state(store, APP_STATE_KIND, app_name)
+        user = await self._state(store, USER_STATE_KIND, _user_key(app_name, user_id))
+        events: list[Event] = []
+        if config is None or config.num_recent_events != 0:
+            events = await self._events(store, key)
+            if config is not None and config.after_timestamp is not None:
+                events = [e for e in events if e.timestamp >= config.after_timestamp]
+            if config is not None and config.num_recent_events is not None:
+                events = events[-config.num_recent_events :]
+        data = stored.data
+        return Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=_merged(data["state"], app, user),
+            events=events,
+            last_update_time=data["last_update_time"],
+        )
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """The sessions with their state (no events), oldest update first."""
+        store = await self._store()
+        prefix = json.dumps([app_name] if user_id is None else [app_name, user_id])[:-1] + ", "
+        query = select(documents.c.data).where(
+            documents.c.kind == SESSION_KIND, documents.c.key.startswith(prefix, autoescape=True)
+        )
+
+        async def read(conn: Any) -> list[Any]:
+            return [row.data for row in (await conn.execute(query)).all()]
+
+        found = await store.read(read)
+        app = await self._state(store, APP_STATE_KIND, app_name)
+        sessions = []
+        for data in sorted(found, key=lambda d: d["last_update_time"]):
+            user = await self._state(store, USER_STATE_KIND, _user_key(app_name, data["user_id"]))
+            sessions.append(
+                Session(
+                    id=data["id"],
+                    app_name=app_name,
+                    user_id=data["user_id"],
+                    state=_merged(data["state"], app, user),
+                    last_update_time=data["last_update_time"],
+                )
+            )
+        return ListSessionsResponse(sessions=sessions)
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        return await self._state(await self._store(), USER_STATE_KIND, _user_key(app_name, user_id))
+
+    @staticmethod
+    async def _state(store: Store, kind: str, key: str) -> dict[str, Any]:
+        stored = await store.get(kind, key)
+        return dict(stored.data) if stored is not None else {}
+
+    @staticmethod
+    async def _events(store: Store, session_key: str) -> list[Event]:
+        async def read(conn: Any) -> list[Any]:
+            rows = await conn.execute(
+                _EVENTS, {"low": session_key + "#", "high": session_key + "$"}
+            )
+            return [row.data for row in rows.all()]
+
+        return [Event.model_validate(data) for data in await store.read(read)]
+
+    # -- writes ---------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        session_id = (session_id or "").strip() or uuid.uuid4().hex
+        store = await self._store()
+        app_delta, user_delta, own = _split(state or {})
+        now = time.time()
+        key = _session_key(app_name, user_id, session_id)
+        data = {
+            "id": session_id,
+            "user_id": user_id,
+            "state": own,
+            "last_update_time": now,
+            "events": 0,
+        }
+        puts = [Put(SESSION_KIND, key, data, 0)]
+        puts += await self._state_puts(store, app_name, user_id, app_delta, user_delta)
+        try:
+            await commit(store, puts, [])
+        except Conflict as exc:
+            if exc.kind == SESSION_KIND:
+                raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+            raise
+        created = await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
+        assert created is not None
+        return created
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        store = await self._store()
+        key = _session_key(session.app_name, session.user_id, session.id)
+        stored = await store.get(SESSION_KIND, key)
+        if stored is None:
+            raise ValueError(f"session {session.id!r} not found")
+        data = stored.data
+        if data["last_update_time"] > session.last_update_time:
+            raise StaleSessionError(_STALE)
+        delta = event.actions.state_delta if event.actions and event.actions.state_delta else {}
+        app_delta, user_delta, own = _split(delta)
+        position = data["events"]
+        updated = {
+            **data,
+            "state": {**data["state"], **own},
+            # Strictly later than the last append, so an overtaken session object is
+            # always recognised as stale.
+            "last_update_time": max(time.time(), data["last_update_time"] + 1e-6),
+            "events": position + 1,
+        }
+        puts = [
+            Put(SESSION_KIND, key, updated, stored.version),
+            Put(
+                EVENT_KIND,
+                _event_key(key, position),
+                event.model_dump(mode="json", exclude_none=True),
+                0,
+            ),
+        ]
+        puts += await self._state_puts(
+            store, session.app_name, session.user_id, app_delta, user_delta
+        )
+        try:
+            await commit(store, puts, [])
+        except Conflict:
+            # Another writer appended since this session object was read.
+            raise StaleSessionError(_STALE) from None
+        self._commit_event_to_session(session, event)
+        session.last_update_time = updated["last_update_time"]
+        return event
+
+    async def _state_puts(
+        self,
+        store: Store,
+        app_name: str,
+        user_id: str,
+        app_delta: dict[str, Any],
+        user_delta: dict[str, Any],
+    ) -> list[Put]:
+        puts = []
+        for kind, key, delta in (
+            (APP_STATE_KIND, app_name, app_delta),
+            (USER_STATE_KIND, _user_key(app_name, user_id), user_delta),
+        ):
+            if not delta:
+                continue
+            stored = await store.get(kind, key)
+            current = dict(stored.data) if stored is not None else {}
+            puts.append(Put(kind, key, {**current, **delta}, stored.version if stored else 0))
+        return puts
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        store = await self._store()
+        key = _session_key(app_name, user_id, session_id)
+        async with store.transaction() as tx:
+            await tx.connection.execute(
+                delete(documents).where(
+                    documents.c.kind == EVENT_KIND,
+                    documents.c.key > key + "#",
+                    documents.c.key < key + "$",
+                )
+            )
+            await tx.connection.execute(
+                delete(documents).where(documents.c.kind == SESSION_KIND, documents.c.key == key)
+            )

@@ -1,0 +1,120 @@
+"""The read paths of a run (protocol documents, session intents) are cheap and never
+stale: a commit through another connection is seen by the very next read, on SQLite (the
+lock-free reader and its ``data_version`` stamp) and on PostgreSQL (a read every time).
+A run start commits in one hop, or not at all."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from plangate.protocol import GENERAL_TASK_REF, IntentTransition
+from plangate.protocol.definitions import segment_id_for, start_segment
+from plangate.store.fresh import FreshReads
+from plangate.store.intents import IntentRepository
+from plangate.store.protocol_state import ProtocolStateStore, RunRecord
+from plangate.store.store import Store
+from plangate.store.writes import transact
+
+
+def _run(scope: str, run_id: str) -> tuple[RunRecord, object]:
+    segment = start_segment(GENERAL_TASK_REF, segment_id_for(run_id))
+    record = RunRecord(
+        run_id=run_id,
+        scope_key=scope,
+        session_key=scope,
+        agent="agent",
+        segment_ids=(segment.segment_id,),
+        started_at=time.time(),
+    )
+    return record, segment
+
+
+async def test_protocol_documents_written_elsewhere_are_read_at_once(database_url: str) -> None:
+    here, there = await Store.open(database_url), await Store.open(database_url)
+    try:
+        scope, run_id = f"app/u/{uuid.uuid4().hex}/agent", "e-run"
+        record, segment = _run(scope, run_id)
+        await ProtocolStateStore(here).create(scope, record, segment, [])  # type: ignore[arg-type]
+        mine = ProtocolStateStore(here)
+        first = await mine.segment(scope, record.active_segment_id)
+        assert first is not None and first.version == 1
+        assert await mine.segment(scope, record.active_segment_id) == first  # kept
+        # Another connection (another process, as far as SQLite can tell) commits.
+        await ProtocolStateStore(there).update_segment(
+            scope,
+            record.active_segment_id,
+            lambda state: (state.model_copy(update={"phase": "done"}), []),
+        )
+        seen = await mine.segment(scope, record.active_segment_id)
+        assert seen is not None and seen.version == 2 and seen.value.phase == "done"
+        run = await mine.run(scope, run_id)
+        assert run is not None and run.value.run_id == run_id
+        assert await mine.run(scope, "e-none") is None
+    finally:
+        await here.close()
+        await there.close()
+
+
+async def test_intent_reads_are_kept_only_until_something_commits(database_url: str) -> None:
+    here, there = await Store.open(database_url), await Store.open(database_url)
+    try:
+        session = f"app/u/{uuid.uuid4().hex}"
+        reads = FreshReads[str | None]()
+        calls = 0
+
+        async def head() -> str | None:
+            nonlocal calls
+            calls += 1
+            return await here.read(lambda conn: IntentRepository(conn).head(session))
+
+        assert await reads.get(here, session, head) is None
+        assert await reads.get(here, session, head) is None
+        if here.reader is not None:
+            assert calls == 1  # nothing committed in between: the kept answer
+        async with there.transaction() as tx:
+            revision = await IntentRepository(tx.connection).commit(
+                session,
+                IntentTransition(
+                    kind="initial",
+                    intent_id=None,
+                    previous_revision_id=None,
+                    protocol=GENERAL_TASK_REF,
+                    text="a task",
+                    task_relation="replace",
+                ),
+                expected_head=None,
+                source_run_id="run-1",
+            )
+        assert await reads.get(here, session, head) == revision.id
+    finally:
+        await here.close()
+        await there.close()
+
+
+async def test_a_one_hop_commit_that_waits_on_something_else_applies_nothing(
+    tmp_path: object,
+) -> None:
+    store = await Store.open(f"sqlite:///{tmp_path}/hop.db")
+    try:
+        assert store.writer is not None
+
+        async def waits(tx: object) -> None:
+            await tx.put("note", "k", {"a": 1}, expected_version=0)  # type: ignore[attr-defined]
+            await asyncio.sleep(0)  # not a statement of this transaction
+
+        with pytest.raises(RuntimeError, match="waited on something"):
+            await transact(store, waits)  # type: ignore[arg-type]
+        assert await store.get("note", "k") is None
+
+        async def writes(tx: object) -> int:
+            return await tx.put("note", "k", {"a": 2}, expected_version=0)  # type: ignore[attr-defined]
+
+        assert await transact(store, writes) == 1  # type: ignore[arg-type]
+        stored = await store.get("note", "k")
+        assert stored is not None and stored.data == {"a": 2}
+    finally:
+        await store.close()
