@@ -92,6 +92,15 @@ _DECISION_SCHEMA = {"type": "string", "enum": ["approve", "reject"]}
 _NOTE_SCHEMA = {"type": "string", "description": "Optional note for the agent"}
 
 
+def _decide_schema() -> dict[str, Any]:
+    """A reply that approves or rejects, with an optional note (entry, amendment, edit)."""
+    return {
+        "type": "object",
+        "required": ["decision"],
+        "properties": {"decision": _DECISION_SCHEMA, "reviewer_note": _NOTE_SCHEMA},
+    }
+
+
 class BadRunInput(ValueError):
     """Input that is well-formed JSON but cannot be run; answered with a 4xx, nothing changes."""
 
@@ -172,11 +181,7 @@ def interrupt_for(request: PendingRequest) -> Interrupt:
         objective = payload.get("objective") or ""
         message = f"The agent asks to enter Plan Mode for: {objective}"
         metadata["objective"] = objective
-        schema = {
-            "type": "object",
-            "required": ["decision"],
-            "properties": {"decision": _DECISION_SCHEMA, "reviewer_note": _NOTE_SCHEMA},
-        }
+        schema = _decide_schema()
     elif request.kind == "exit":
         message = str(payload.get("message") or "Plan submitted for approval.")
         metadata.update(
@@ -208,11 +213,7 @@ def interrupt_for(request: PendingRequest) -> Interrupt:
             scope_summary=payload.get("scope_summary"),
             diff=payload.get("diff"),
         )
-        schema = {
-            "type": "object",
-            "required": ["decision"],
-            "properties": {"decision": _DECISION_SCHEMA, "reviewer_note": _NOTE_SCHEMA},
-        }
+        schema = _decide_schema()
     else:
         message = str(payload.get("message") or "")
         metadata.update(question_id=request.question_id, options=payload.get("options"))
