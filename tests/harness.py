@@ -164,3 +164,24 @@ def final_text(events: list[Event]) -> str:
         if texts:
             return "".join(texts)
     raise AssertionError("no text in the run")
+
+
+def agreeing_reply(request: Any) -> types.Content:
+    """The user who says yes: confirms Plan Mode, picks the first option, approves."""
+    from plangate.adk.session import PlanSession
+
+    if request.kind == "enter":
+        return PlanSession.confirm_enter(request, True)
+    if request.kind == "question":
+        return PlanSession.answer(request, request.payload["options"][0])
+    return PlanSession.approve(request)
+
+
+async def run_agreeing(session: Any, message: str) -> None:
+    """Run ``message``, then answer every request the run raises with ``agreeing_reply``
+    until none is open."""
+    async for _ in session.run(message):
+        pass
+    while pending := await session.pending():
+        async for _ in session.run(agreeing_reply(pending[0])):
+            pass

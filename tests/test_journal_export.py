@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import run_agreeing
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
 from plangate.agent.coding_agent import build_coding_agent
@@ -21,18 +22,7 @@ from plangate.models.demo import DemoModel
 async def demo_run(tmp_path: Path, url: str) -> str:
     agent = build_coding_agent(copy_sample_workspace(tmp_path / "ws"), DemoModel())
     session = await PlanSession.open(build_runner(agent, database_url=url))
-    async for _ in session.run("Fix the failing test"):
-        pass
-    while pending := await session.pending():
-        request = pending[0]
-        if request.kind == "enter":
-            reply = PlanSession.confirm_enter(request, True)
-        elif request.kind == "question":
-            reply = PlanSession.answer(request, request.payload["options"][0])
-        else:
-            reply = PlanSession.approve(request)
-        async for _ in session.run(reply):
-            pass
+    await run_agreeing(session, "Fix the failing test")
     return session.session_id
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import agreeing_reply
 from plangate.adk.protocols import get_protocol_state
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
@@ -44,14 +45,7 @@ async def test_code_fix_then_data_analysis_in_one_session(
 
     await run(session, "Fix the failing test")
     while pending := await session.pending():
-        request = pending[0]
-        if request.kind == "enter":
-            reply = PlanSession.confirm_enter(request, True)
-        elif request.kind == "question":
-            reply = PlanSession.answer(request, request.payload["options"][0])
-        else:
-            reply = PlanSession.approve(request)
-        answer = await run(session, reply)
+        answer = await run(session, agreeing_reply(pending[0]))
     assert "5 passed" in answer
     assert (await session.record()).status is PlanStatus.APPROVED
     assert "if quantity > on_hand:\n" in (workspace / "inventory" / "stock.py").read_text()

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from harness import Harness, make_agent
+from harness import Harness, make_agent, run_agreeing
 from plangate.adk import PlanOptions, telemetry
 from plangate.adk.protocols import get_protocol_state
 from plangate.adk.runner import build_runner
@@ -100,18 +100,7 @@ async def demo_run(tmp_path: Path, url: str) -> PlanSession:
         data=DataCatalog(cache_dir=tmp_path / "data"),
     )
     session = await PlanSession.open(build_runner(agent, database_url=url))
-    async for _ in session.run("Fix the failing test"):
-        pass
-    while pending := await session.pending():
-        request = pending[0]
-        if request.kind == "enter":
-            reply = PlanSession.confirm_enter(request, True)
-        elif request.kind == "question":
-            reply = PlanSession.answer(request, request.payload["options"][0])
-        else:
-            reply = PlanSession.approve(request)
-        async for _ in session.run(reply):
-            pass
+    await run_agreeing(session, "Fix the failing test")
     return session
 
 

@@ -19,18 +19,16 @@ from typing import Any
 import pytest
 from google.genai import types
 
-from conftest import require_service
 from harness import WRITES, Read, Write, make_agent
 from plangate.adk.runner import build_runner
 from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.policy.effects import Effect, declare_effect
 from plangate.web.server import create_app
 from test_web_render import assert_accessible
-from web_support import CHROMIUM, CHROMIUM_ARGS, ServerThread
+from web_support import ARTIFACTS, ServerThread, headless_chromium
 
 pytestmark = pytest.mark.browser
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "web"
 TIMEOUT = 30_000
 HEX_ID = re.compile(r"\b[0-9a-f]{32}\b")
 
@@ -102,17 +100,8 @@ class Site:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        require_service(f"headless Chromium is not installed at {CHROMIUM}")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require_service("the playwright package is not installed")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with headless_chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture

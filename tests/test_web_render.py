@@ -18,15 +18,12 @@ from typing import Any
 
 import pytest
 
-from conftest import require_service
 from plangate.agent.workspace import copy_sample_workspace
-from plangate.data import DataCatalog
-from web_support import CHROMIUM, CHROMIUM_ARGS, ServerThread, demo_app
+from web_support import ARTIFACTS, demo_server, headless_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 STATIC = ROOT / "src" / "plangate" / "web" / "static"
 AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
-ARTIFACTS = ROOT / "test-artifacts" / "web"
 TASK = "Fix the failing test"
 TIMEOUT = 30_000
 ALL_DONE = re.compile(r"^(\d+)/\1 done$")
@@ -64,27 +61,14 @@ def test_vendored_libraries_ship_with_versions_and_licences() -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        require_service(f"headless Chromium is not installed at {CHROMIUM}")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require_service("the playwright package is not installed")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with headless_chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    catalog = DataCatalog(cache_dir=tmp_path_factory.mktemp("data"))
-    app, workspace = demo_app(tmp_path_factory.mktemp("web"), data=catalog)
-    server = ServerThread(app).start()
-    server.workspace = workspace
-    yield server
-    server.stop()
+    with demo_server(tmp_path_factory.mktemp("web"), tmp_path_factory.mktemp("data")) as server:
+        yield server
 
 
 class Page:

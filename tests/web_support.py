@@ -32,6 +32,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "web"
+"""Browser-test screenshots (git-ignored)."""
 
 
 def sse_events(text: str) -> list[dict[str, Any]]:
@@ -120,3 +122,34 @@ def running_server(app: Any) -> Iterator[ServerThread]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def headless_chromium() -> Iterator[Any]:
+    """The system Chromium, headless, through Playwright; a missing browser or package is a
+    missing service (a failure under CI=true)."""
+    from conftest import require_service
+
+    if not CHROMIUM.exists():
+        require_service(f"headless Chromium is not installed at {CHROMIUM}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require_service("the playwright package is not installed")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextmanager
+def demo_server(web_dir: Path, data_dir: Path) -> Iterator[ServerThread]:
+    """``plangate serve``'s agent (demo model, sample workspace and data) on a real server;
+    ``.workspace`` is the folder its threads work on."""
+    app, workspace = demo_app(web_dir, data=DataCatalog(cache_dir=data_dir))
+    with running_server(app) as server:
+        server.workspace = workspace
+        yield server
