@@ -19,7 +19,7 @@ from google.adk.runners import Runner
 from plangate.adk.setup import plan_runtime
 from plangate.store.lease_keeper import LeaseKeeper
 from plangate.store.leases import Lease, LeaseHeld, RunLeases
-from plangate.store.recovery import interrupt_runs, stale_runs
+from plangate.store.recovery import interrupt_runs, stale_runs, sweep_lease
 from plangate.store.shared import shared_store
 
 __all__ = ["INTERRUPTED_REASON", "Lease", "LeaseHeld", "ThreadRuns"]
@@ -84,10 +84,14 @@ class ThreadRuns:
         return await (await self.leases()).holder_of(self.thread_key(thread_id)) is not None
 
     async def sweep(self) -> list[str]:
-        """Claim expired leases and mark their runs interrupted; returns the run keys."""
+        """Claim expired leases and mark their runs interrupted; returns the run keys.
+        Each claim and its marks are one compare-and-set on the lease row as read."""
+        leases = await self.leases()
         marked: list[str] = []
-        for lease in await (await self.leases()).claim_expired():
-            marked += await self._interrupt(lease.thread_key)
+        for seen in await leases.expired():
+            marked += await sweep_lease(
+                leases.store, seen, actor="plangate", reason=INTERRUPTED_REASON
+            )
         return marked
 
     async def _interrupt(self, session_key: str, *, ignore_leases: bool = False) -> list[str]:
