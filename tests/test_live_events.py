@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,18 @@ import httpx
 import pytest
 
 from conftest import POSTGRES_ENV, require_service
-from plangate.adk.thread_events import GAP, READY, ThreadEvents, change_note
+from plangate.adk.thread_events import GAP, ThreadEvents, change_note
 from plangate.store.live_notify import MAX_PART_BYTES, split_event
-from web_support import demo_app, run_input, running_server, sse_events, user_message
+from web_support import (
+    ARTIFACTS,
+    LiveReader,
+    demo_app,
+    headless_chromium,
+    run_input,
+    running_server,
+    sse_events,
+    user_message,
+)
 
 
 def test_an_event_is_cut_into_notify_sized_parts_never_inside_a_character() -> None:
@@ -27,46 +35,6 @@ def test_an_event_is_cut_into_notify_sized_parts_never_inside_a_character() -> N
     assert all(len(part.encode()) <= MAX_PART_BYTES for part in parts)
     assert "".join(parts) == body
     assert split_event("") == [""]
-
-
-class LiveReader:
-    """An SSE subscription read on a thread of its own, until ``stop``."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.events: list[dict[str, Any]] = []
-        self.ready = threading.Event()
-        self.changed = threading.Condition()
-        self._client = httpx.Client(timeout=httpx.Timeout(5, read=None))
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        try:
-            with self._client.stream("GET", self.url) as response:
-                assert response.status_code == 200, response.read()
-                for line in response.iter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    event = json.loads(line[6:])
-                    inner = event.get("event", event)
-                    if inner.get("name") == READY:
-                        self.ready.set()
-                        continue
-                    with self.changed:
-                        self.events.append(event)
-                        self.changed.notify_all()
-        except httpx.HTTPError:
-            pass  # closed by ``stop``
-
-    def wait_for(self, predicate: Any, timeout: float = 60) -> list[dict[str, Any]]:
-        with self.changed:
-            assert self.changed.wait_for(lambda: predicate(self.events), timeout), self.events
-            return list(self.events)
-
-    def stop(self) -> None:
-        self._client.close()
-        self._thread.join(10)
 
 
 def _terminal(events: list[dict[str, Any]]) -> bool:
@@ -169,3 +137,53 @@ async def test_a_subscriber_too_far_behind_is_told_to_reload() -> None:
         events.append(json.loads(item[1]))
     assert events[-1]["name"] == GAP
     assert len(events) == 1  # what it held is dropped: the page reloads instead
+
+
+@pytest.mark.browser
+def test_a_page_on_one_server_shows_a_run_on_another_live(
+    tmp_path: Path, fresh_postgres: str
+) -> None:
+    """Two servers on one PostgreSQL database; the page is open on B while the thread's
+    run goes to A. The page shows the run as it goes (its live events, relayed by
+    NOTIFY) and the reply when it ends, without a reload or a poll."""
+    app_a, _ = demo_app(tmp_path / "a", database_url=fresh_postgres)
+    app_b, _ = demo_app(tmp_path / "b", database_url=fresh_postgres)
+    with (
+        running_server(app_a) as a,
+        running_server(app_b) as b,
+        headless_chromium() as browser,
+    ):
+        context = browser.new_context(bypass_csp=True)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.set_default_timeout(60_000)
+        try:
+            page.goto(f"{b.url}/#thread=t-cross")
+            page.wait_for_function("() => window.__events.some(e => e.type === 'LIVE_READY')")
+            response = httpx.post(
+                f"{a.url}/api/agent",
+                json=run_input("t-cross", messages=[user_message("hello there")]),
+                timeout=120,
+            )
+            assert response.status_code == 200
+            sent = sse_events(response.text)
+            assert sent[-1]["type"] == "RUN_FINISHED"
+            page.wait_for_function(
+                "() => window.__events.some(e => e.type === 'LIVE_RUN_FINISHED')"
+            )
+            page.locator(".msg.user", has_text="hello there").wait_for()
+            live_types = page.evaluate(
+                "() => window.__events.filter(e => e.type.startsWith('LIVE_RUN_'))"
+                ".map(e => [e.type, e.runId])"
+            )
+            run_id = sent[0]["runId"]
+            assert live_types == [["LIVE_RUN_STARTED", run_id], ["LIVE_RUN_FINISHED", run_id]]
+            replies = [e["delta"] for e in sent if e["type"] == "TEXT_MESSAGE_CONTENT"]
+            assert replies, sent
+            page.locator(".msg.assistant").last.wait_for()
+            assert replies[0].strip()[:20] in page.locator("#messages").inner_text()
+            page.screenshot(path=str(ARTIFACTS / "live-from-another-server.png"))
+            assert errors == []
+        finally:
+            context.close()

@@ -7,7 +7,6 @@ and time; nothing leaves the loopback.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -16,15 +15,12 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import POSTGRES_ENV, _admin, require_service
 from web_support import run_input, sse_events, user_message
 
 LEASE_SECONDS = 10
@@ -101,18 +97,6 @@ class Serve:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
-
-
-@pytest.fixture
-def fresh_postgres() -> Iterator[str]:
-    server = os.environ.get(POSTGRES_ENV)
-    if not server:
-        require_service(f"PostgreSQL: set {POSTGRES_ENV}")
-    assert server is not None
-    name = f"plangate_multi_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_admin(server, f'CREATE DATABASE "{name}"'))
-    yield server.rsplit("/", 1)[0] + f"/{name}"
-    asyncio.run(_admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def start_all(servers: list[Serve]) -> list[Serve]:

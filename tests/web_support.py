@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from plangate.adk import PlanOptions
@@ -72,6 +73,7 @@ def demo_app(
     *,
     data: DataCatalog | None = None,
     plan_options: PlanOptions | None = None,
+    database_url: str | None = None,
     **options: Any,
 ):
     """The app over the coding agent, the demo model and a fresh sample workspace; given a
@@ -80,7 +82,7 @@ def demo_app(
     workspace = copy_sample_workspace(tmp_path / "workspace")
     runner = build_runner(
         build_coding_agent(workspace, DemoModel(), data=data, options=plan_options),
-        database_url=f"sqlite:///{tmp_path / 'web.db'}",
+        database_url=database_url or f"sqlite:///{tmp_path / 'web.db'}",
     )
     options.setdefault("require_token", False)
     options.setdefault("token", None)
@@ -153,3 +155,43 @@ def demo_server(web_dir: Path, data_dir: Path) -> Iterator[ServerThread]:
     with running_server(app) as server:
         server.workspace = workspace
         yield server
+
+
+class LiveReader:
+    """An SSE subscription read on a thread of its own, until ``stop``."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.events: list[dict[str, Any]] = []
+        self.ready = threading.Event()
+        self.changed = threading.Condition()
+        self._client = httpx.Client(timeout=httpx.Timeout(5, read=None))
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            with self._client.stream("GET", self.url) as response:
+                assert response.status_code == 200, response.read()
+                for line in response.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    event = json.loads(line[6:])
+                    inner = event.get("event", event)
+                    if inner.get("name") == "plangate.live.ready":
+                        self.ready.set()
+                        continue
+                    with self.changed:
+                        self.events.append(event)
+                        self.changed.notify_all()
+        except httpx.HTTPError:
+            pass  # closed by ``stop``
+
+    def wait_for(self, predicate: Any, timeout: float = 60) -> list[dict[str, Any]]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: predicate(self.events), timeout), self.events
+            return list(self.events)
+
+    def stop(self) -> None:
+        self._client.close()
+        self._thread.join(10)

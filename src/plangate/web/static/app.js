@@ -1457,6 +1457,7 @@
   async function onLive(event) {
     if (event.type === "CUSTOM" && event.name === "plangate.live.ready") {
       live.connected = true;
+      window.__events.push({ type: "LIVE_READY", at: performance.now(), threadId: live.threadId });
       return;
     }
     if (event.type === "CUSTOM" && (event.name === "plangate.thread.changed" || event.name === "plangate.live.gap")) {
