@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from conftest import POSTGRES_ENV, require_service
+from plangate.adk.database import prepare_database
 from plangate.adk.thread_events import GAP, ThreadEvents, change_note
 from plangate.store.live_notify import MAX_PART_BYTES, split_event
 from web_support import (
@@ -146,6 +147,7 @@ def test_a_page_on_one_server_shows_a_run_on_another_live(
     """Two servers on one PostgreSQL database; the page is open on B while the thread's
     run goes to A. The page shows the run as it goes (its live events, relayed by
     NOTIFY) and the reply when it ends, without a reload or a poll."""
+    asyncio.run(prepare_database(fresh_postgres))  # as `plangate serve` does at start
     app_a, _ = demo_app(tmp_path / "a", database_url=fresh_postgres)
     app_b, _ = demo_app(tmp_path / "b", database_url=fresh_postgres)
     with (

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
 import json
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
 import uvicorn
 
 from plangate.adk import PlanOptions
@@ -158,34 +161,44 @@ def demo_server(web_dir: Path, data_dir: Path) -> Iterator[ServerThread]:
 
 
 class LiveReader:
-    """An SSE subscription read on a thread of its own, until ``stop``."""
+    """An SSE subscription read on a thread of its own, until ``stop`` (which shuts the
+    socket, so the server sees the client go at once)."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
+        parts = urlsplit(url)
+        self.path = parts.path + (f"?{parts.query}" if parts.query else "")
+        self.connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
         self.events: list[dict[str, Any]] = []
         self.ready = threading.Event()
+        self.ended = threading.Event()
         self.changed = threading.Condition()
-        self._client = httpx.Client(timeout=httpx.Timeout(5, read=None))
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
         try:
-            with self._client.stream("GET", self.url) as response:
-                assert response.status_code == 200, response.read()
-                for line in response.iter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    event = json.loads(line[6:])
-                    inner = event.get("event", event)
-                    if inner.get("name") == "plangate.live.ready":
-                        self.ready.set()
-                        continue
-                    with self.changed:
-                        self.events.append(event)
-                        self.changed.notify_all()
-        except httpx.HTTPError:
-            pass  # closed by ``stop``
+            self.connection.request("GET", self.path, headers={"Accept": "text/event-stream"})
+            response = self.connection.getresponse()
+            if self.connection.sock is not None:
+                self.connection.sock.settimeout(None)  # events may be minutes apart
+            if response.status != 200:
+                return
+            for raw in response:
+                line = raw.decode().rstrip("\r\n")
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[6:])
+                inner = event.get("event", event)
+                if inner.get("name") == "plangate.live.ready":
+                    self.ready.set()
+                    continue
+                with self.changed:
+                    self.events.append(event)
+                    self.changed.notify_all()
+        except (OSError, http.client.HTTPException):
+            pass  # closed by ``stop``, or the server went away
+        finally:
+            self.ended.set()
 
     def wait_for(self, predicate: Any, timeout: float = 60) -> list[dict[str, Any]]:
         with self.changed:
@@ -193,5 +206,9 @@ class LiveReader:
             return list(self.events)
 
     def stop(self) -> None:
-        self._client.close()
+        sock = self.connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(10)
+        self.connection.close()

@@ -57,7 +57,7 @@ from plangate.adk.database import (
 )
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
-from plangate.adk.thread_events import READY, ThreadEvents, change_note
+from plangate.adk.thread_events import READY, Subscription, ThreadEvents, change_note
 from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
 from plangate.errors import ErrorCode
 from plangate.store.leases import new_holder
@@ -564,11 +564,33 @@ def _live_response(web: WebState, key: str | None, *, wrap: bool) -> Response:
         finally:
             subscription.close()
 
-    return StreamingResponse(
+    return LiveResponse(
+        subscription,
         stream(),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+class LiveResponse(StreamingResponse):
+    """A stream that ends as soon as its client goes: without this it would notice only
+    at its next write (the keep-alive), and a stopping server waits for it."""
+
+    def __init__(self, subscription: Subscription, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subscription = subscription
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.subscription.end()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            watcher.cancel()
 
 
 async def _json_body(request: Request, limit: int) -> dict[str, Any]:
