@@ -103,6 +103,11 @@ class ThreadEvents:
         if self._relay is not None:
             await self._relay.wait_connected()
 
+    async def flush(self, timeout: float = 5.0) -> None:
+        """What was published so far has gone to the other processes (or ``timeout``)."""
+        if self._relay is not None:
+            await self._relay.flush(timeout)
+
     async def close(self) -> None:
         self.end_all()
         if self._relay is not None:

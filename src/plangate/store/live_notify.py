@@ -76,6 +76,9 @@ class LiveRelay:
         self._seq = 0
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
+        self._queued = 0
+        self._sent = 0
+        self._progress = asyncio.Condition()
 
     def start(self) -> None:
         if self._task is None:
@@ -86,7 +89,29 @@ class LiveRelay:
 
     def send(self, thread_key: str, event_json: str) -> None:
         """Queue one event for the other processes (never waits: runs go on)."""
+        self._queued += 1
         self._outbox.put_nowait((thread_key, event_json))
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait until what was queued so far is sent (at most ``timeout`` seconds): a run
+        flushes its last event before it frees its thread, so no server sees the next
+        run of the thread start before this one ended."""
+        target = self._queued
+        if not self._connected.is_set():
+            return False
+        async with self._progress:
+            try:
+                await asyncio.wait_for(
+                    self._progress.wait_for(lambda: self._sent >= target), timeout
+                )
+            except TimeoutError:
+                return False
+        return True
+
+    async def _advance(self, count: int) -> None:
+        async with self._progress:
+            self._sent += count
+            self._progress.notify_all()
 
     async def close(self) -> None:
         if self._task is not None:
@@ -125,6 +150,7 @@ class LiveRelay:
             # Events queued while away are dropped: their pages reload on the gap.
             while not self._outbox.empty():
                 self._outbox.get_nowait()
+            await self._advance(self._queued - self._sent)
             self._parts.clear()
             await asyncio.sleep(1.0)
 
@@ -145,6 +171,7 @@ class LiveRelay:
             await conn.execute(
                 "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", CHANNEL, payloads
             )
+            await self._advance(len(batch))
 
     def _payloads(self, thread_key: str, body: str) -> list[str]:
         self._seq += 1

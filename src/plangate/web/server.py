@@ -404,6 +404,9 @@ async def _end_run(web: WebState, thread_id: str, lease: Lease) -> None:
     delay the next run until it expires)."""
     web.runs.pop(thread_id, None)
     try:
+        # The run's last events reach the other servers before its thread is free there:
+        # every server then shows a thread's runs one after the other, never overlapping.
+        await web.live.flush()
         await web.threads.finish(lease)
     except Exception:
         logger.warning("could not release the lease of thread %s", thread_id, exc_info=True)
