@@ -1,17 +1,20 @@
 """One run per thread across every process sharing the database.
 
-A surface that serves threads to several processes (the web server behind a load
-balancer) starts each run with ``ThreadRuns.start``: it takes the thread's lease or
-raises ``LeaseHeld``. While the run goes on ``keep`` has the lease renewed from a
-thread of its own (see ``LeaseKeeper``); if the lease was lost (this process stalled past the lease time and another took the thread over) it
-calls back so the run is stopped rather than run twice. ``sweep`` marks the runs of
-dead holders ``interrupted``.
+Every surface takes the thread before a run: the web server (several of them behind a
+load balancer) with ``ThreadRuns.start``, the terminal and the editor with ``hold``. It
+takes the thread's lease or raises ``LeaseHeld``. While the run goes on ``keep`` has
+the lease renewed from a thread of its own (see ``LeaseKeeper``); if the lease was lost
+(this process stalled past the lease time and another took the thread over) it calls
+back so the run is stopped rather than run twice. ``sweep`` marks the runs of dead
+holders ``interrupted``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
 
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
@@ -70,6 +73,19 @@ class ThreadRuns:
             loop.call_soon_threadsafe(on_lost)
 
         self._keeper.hold(lease, lost)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, thread_id: str, run_id: str | None = None) -> AsyncIterator[Lease]:
+        """Hold the thread for one run (the terminal and editor surfaces): ``LeaseHeld``
+        if a run holds it anywhere -- a server, another terminal. Should the lease be
+        lost meanwhile, the task running the block is cancelled rather than run twice."""
+        lease = await self.start(thread_id, run_id or f"run-{uuid.uuid4().hex}")
+        task = asyncio.current_task()
+        try:
+            await self.keep(lease, task.cancel if task is not None else lambda: None)
+            yield lease
+        finally:
+            await self.finish(lease)
 
     async def finish(self, lease: Lease) -> None:
         if self._keeper is not None:
