@@ -81,8 +81,13 @@ class ThreadRuns:
         lost meanwhile, the task running the block is cancelled rather than run twice."""
         lease = await self.start(thread_id, run_id or f"run-{uuid.uuid4().hex}")
         task = asyncio.current_task()
+
+        def stop_the_run() -> None:
+            if task is not None:
+                task.cancel()
+
         try:
-            await self.keep(lease, task.cancel if task is not None else lambda: None)
+            await self.keep(lease, stop_the_run)
             yield lease
         finally:
             await self.finish(lease)

@@ -22,7 +22,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.engine import make_url
 
@@ -125,11 +125,12 @@ class LiveRelay:
     async def _run(self) -> None:
         import asyncpg  # type: ignore[import-untyped]
 
+        driver = cast(Any, asyncpg)  # its own stubs are partial
         first = True
         while True:
             conn: Any = None
             try:
-                conn = await asyncpg.connect(_dsn(self.url))
+                conn = await driver.connect(_dsn(self.url))
                 lost = asyncio.Event()
                 conn.add_termination_listener(_setter(lost))
                 await conn.add_listener(CHANNEL, self._received)
