@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 
 from plangate.store.live_notify import LiveRelay
 from plangate.store.urls import resolve_database_url
@@ -79,10 +78,6 @@ class Subscription:
 
     def close(self) -> None:
         self.hub.unsubscribe(self)
-
-    async def events(self) -> AsyncIterator[tuple[str, str]]:
-        while (item := await self.queue.get()) is not None:
-            yield item
 
 
 class ThreadEvents:
