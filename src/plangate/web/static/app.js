@@ -152,6 +152,7 @@
     loading: true,
     fetching: false,
     loadAgain: false,
+    loaded: Promise.resolve(), // the load in progress (or the last one)
     loadedRunning: false, // the thread had a run in progress when it was last loaded
     ownRun: false, // this page has a run in flight (its events come on its response)
   };
@@ -1513,23 +1514,28 @@
     await loadThread();
   }
 
-  async function loadThread() {
-    // One load at a time: a load asked for meanwhile runs once the current one is done.
+  function loadThread() {
+    // One load at a time: a load asked for meanwhile runs once the current one is done,
+    // and its caller waits for that (a live change note can start a load just before an
+    // action of the user's reloads too: both see the thread as it is afterwards).
     if (S.fetching) {
       S.loadAgain = true;
-      return;
+      return S.loaded;
     }
     S.loading = S.fetching = true;
-    try {
-      do {
-        S.loadAgain = false;
-        await fetchThread();
-      } while (S.loadAgain);
-    } finally {
-      S.loading = S.fetching = false;
-      renderWaiting();
-      window.__events.push({ type: "THREAD_LOADED", at: performance.now(), messages: S.bubbles.size });
-    }
+    S.loaded = (async () => {
+      try {
+        do {
+          S.loadAgain = false;
+          await fetchThread();
+        } while (S.loadAgain);
+      } finally {
+        S.loading = S.fetching = false;
+        renderWaiting();
+        window.__events.push({ type: "THREAD_LOADED", at: performance.now(), messages: S.bubbles.size });
+      }
+    })();
+    return S.loaded;
   }
 
   async function fetchThread() {
