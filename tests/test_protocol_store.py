@@ -12,7 +12,7 @@ import asyncio
 import uuid
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 
 from plangate.journal.events import JournalEvent
 from plangate.protocol import DATA_ANALYSIS_REF, GENERAL_TASK_REF, IntentTransition

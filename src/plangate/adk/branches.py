@@ -21,7 +21,6 @@ import uuid
 from typing import Any
 
 from google.adk.events import Event
-from google.adk.runners import Runner
 from sqlalchemy import delete, select
 
 from plangate.adk.protocols import protocol_runtime
@@ -173,7 +172,8 @@ async def _copy_documents(tx: Transaction, old: str, new: str) -> None:
     rows = (
         await tx.connection.execute(
             select(documents.c.kind, documents.c.key, documents.c.data).where(
-                documents.c.kind.in_(_COPIED_KINDS), documents.c.key.startswith(old + "/", autoescape=True)
+                documents.c.kind.in_(_COPIED_KINDS),
+                documents.c.key.startswith(old + "/", autoescape=True),
             )
         )
     ).all()
@@ -185,6 +185,7 @@ async def _copy_documents(tx: Transaction, old: str, new: str) -> None:
 async def _delete_documents(tx: Transaction, key: str) -> None:
     await tx.connection.execute(
         delete(documents).where(
-            documents.c.kind.in_(_DELETED_KINDS), documents.c.key.startswith(key + "/", autoescape=True)
+            documents.c.kind.in_(_DELETED_KINDS),
+            documents.c.key.startswith(key + "/", autoescape=True),
         )
     )

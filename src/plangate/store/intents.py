@@ -41,9 +41,9 @@ from plangate.store.schema import (
 from plangate.store.store import Conflict
 
 __all__ = [
+    "FORK_KIND",
     "INTENT_CONFLICT",
     "MAX_LINEAGE_DEPTH",
-    "FORK_KIND",
     "IntentRepository",
     "IntentRevision",
     "IntentRevisionConflict",
@@ -189,7 +189,9 @@ class IntentRepository:
             return own
         return await self._lineage_pin(session_key, max_depth)
 
-    async def _lineage_pin(self, session_key: str, max_depth: int = MAX_LINEAGE_DEPTH) -> str | None:
+    async def _lineage_pin(
+        self, session_key: str, max_depth: int = MAX_LINEAGE_DEPTH
+    ) -> str | None:
         """The nearest fork pin up the lineage of ``session_key`` (its own head aside)."""
         seen = {session_key}
         current = session_key
