@@ -144,7 +144,7 @@ async def run_stdio(agent: Agent) -> None:
     corrupt the stream. An agent with an ``aclose`` coroutine is closed at the end.
     """
     if os.name == "nt":  # pragma: no cover - the pipe setup below is POSIX only
-        await run_agent(agent)
+        await run_agent(agent, use_unstable_protocol=True)
         return
     sys.stdout.flush()
     protocol_fd = os.dup(1)
@@ -157,7 +157,8 @@ async def run_stdio(agent: Agent) -> None:
     )
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     try:
-        await run_agent(agent, GuardedStdio(reader, writer))
+        # session/fork and session/close are still marked unstable in the SDK.
+        await run_agent(agent, GuardedStdio(reader, writer), use_unstable_protocol=True)
     finally:
         close = getattr(agent, "aclose", None)
         if close is not None:  # what the agent started for its sessions (MCP servers)
