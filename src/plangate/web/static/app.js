@@ -1491,24 +1491,64 @@
       return;
     }
     const threads = body.threads || [];
-    const items = threads.map((t) =>
-      el(
+    const items = threads.map((t) => {
+      const title = t.title || "(no message yet)";
+      return el(
         "li",
-        {},
+        { class: "thread-row" },
         el(
           "button",
           { type: "button", class: "thread-item", "data-thread-id": t.threadId, "aria-current": t.threadId === S.threadId ? "true" : null, onclick: () => openThread(t.threadId) },
-          el("span", { class: "thread-title", text: t.title || "(no message yet)" }),
+          el("span", { class: "thread-title", text: title }),
           el("span", { class: "thread-meta", text: [ago(t.updatedAt), t.planStatus ? `plan ${words(t.planStatus)}` : "", t.running ? "running" : ""].filter(Boolean).join(" · ") })
+        ),
+        el(
+          "span",
+          { class: "thread-actions" },
+          el("button", { type: "button", class: "ghost small", "data-action": "branch", "aria-label": `Branch from here: ${title}`, title: "A new thread that starts where this one is now", disabled: t.running, onclick: () => branchThread(t.threadId) }, "Branch from here"),
+          el("button", { type: "button", class: "ghost small danger", "data-action": "delete", "aria-label": `Delete thread: ${title}`, disabled: t.running, onclick: () => deleteThread(t.threadId, title) }, "Delete")
         )
-      )
-    );
+      );
+    });
     box.replaceChildren(
       el("h2", { class: "sr-only", text: "Threads" }),
       items.length ? el("ul", { class: "threads" }, items) : el("p", { class: "muted", text: "No threads yet: send a message to start one." })
     );
     const current = box.querySelector('[aria-current="true"]') || box.querySelector("button");
     if (current) current.focus();
+  }
+
+  // A branch starts where the thread is now and goes its own way; the original stays.
+  async function branchThread(threadId) {
+    if (S.running) {
+      showBanner("Wait for the run to end (or stop it) before branching a thread.", "info");
+      return;
+    }
+    const { ok, status, body } = await postJson(`/api/threads/${encodeURIComponent(threadId)}/branch`, {});
+    if (!ok) {
+      if (!authProblem(status)) showBanner(`Could not branch the thread: ${errorText(body.code, body.error)}`);
+      return;
+    }
+    await openThread(body.threadId);
+    showBanner("Branched: this is a new thread that starts where the other one was. The original is unchanged.", "info");
+    window.__events.push({ type: "THREAD_BRANCHED", from: threadId, threadId: body.threadId, at: performance.now() });
+  }
+
+  async function deleteThread(threadId, title) {
+    if (!window.confirm(`Delete the thread "${title}"? Its messages and plan are removed; the journal keeps a record of the deletion.`)) return;
+    const response = await fetch(`/api/threads/${encodeURIComponent(threadId)}`, { method: "DELETE", headers: headers({}) }).catch(() => null);
+    const body = response ? await response.json().catch(() => ({})) : { error: "the server did not answer" };
+    if (!response || !response.ok) {
+      if (!response || !authProblem(response.status)) showBanner(`Could not delete the thread: ${errorText(body.code, body.error)}`);
+      return;
+    }
+    localStorage.removeItem(`plangate.draft.${threadId}`);
+    if (threadId === S.threadId) startNewThread();
+    // The list again, without the deleted thread.
+    $("thread-list").hidden = true;
+    await toggleThreads();
+    showBanner("The thread was deleted.", "info");
+    window.__events.push({ type: "THREAD_DELETED", threadId, at: performance.now() });
   }
 
   async function openThread(threadId) {
@@ -1575,6 +1615,18 @@
     renderMode();
   }
 
+  function startNewThread() {
+    S.threadId = randomId("t-");
+    S.selection = null;
+    remember();
+    hideBanner();
+    resetView();
+    $("input").value = "";
+    renderState();
+    renderTimeline();
+    renderCards();
+  }
+
   async function start() {
     remember();
     trackScroll();
@@ -1602,15 +1654,7 @@
     $("new-thread").addEventListener("click", () => {
       if (S.running) return;
       saveDraft();
-      S.threadId = randomId("t-");
-      S.selection = null;
-      remember();
-      hideBanner();
-      resetView();
-      $("input").value = "";
-      renderState();
-      renderTimeline();
-      renderCards();
+      startNewThread();
       $("input").focus();
     });
     const info = await getJson("/api/info");
