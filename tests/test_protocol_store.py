@@ -14,18 +14,20 @@ import uuid
 import pytest
 from sqlalchemy import delete, select
 
+from plangate.errors import ErrorCode
 from plangate.journal.events import JournalEvent
 from plangate.protocol import DATA_ANALYSIS_REF, GENERAL_TASK_REF, IntentTransition
 from plangate.protocol.definitions import (
     ActionOutcome,
+    ProtocolError,
     ProtocolState,
     record_action,
     segment_id_for,
     start_segment,
 )
 from plangate.store.intents import IntentRepository, IntentRevision, IntentRevisionConflict
-from plangate.store.protocol_state import ProtocolStateStore, RunRecord
-from plangate.store.schema import intent_revisions, schema_migrations
+from plangate.store.protocol_state import SEGMENT_KIND, ProtocolStateStore, RunRecord
+from plangate.store.schema import documents, intent_revisions, schema_migrations
 from plangate.store.shared import shared_store
 from plangate.store.store import Conflict, Store
 
@@ -419,6 +421,27 @@ async def test_parallel_ledger_records_are_all_kept(database_url: str) -> None:
     await asyncio.gather(record_many(8), record_many(8))
     stored = (await states.segment(scope, segment.segment_id)).value
     assert len(stored.ledger) == 16 and stored.revision == 16
+
+
+async def test_a_missing_segment_is_a_coded_protocol_error(database_url: str) -> None:
+    store = await shared_store(database_url)
+    states = ProtocolStateStore(store)
+    scope = key() + "/analyst"
+    record, segment = run_record(scope, "run-1", "s")
+    await states.create(scope, record, segment, [])
+    async with store.transaction() as tx:
+        await tx.connection.execute(
+            delete(documents).where(
+                documents.c.kind == SEGMENT_KIND, documents.c.key.startswith(scope)
+            )
+        )
+    with pytest.raises(ProtocolError) as read_all:
+        await states.segments(scope, record)
+    with pytest.raises(ProtocolError) as update:
+        await states.update_segment(scope, segment.segment_id, lambda s: (s, []))
+    for raised in (read_all.value, update.value):
+        assert raised.code is ErrorCode.PROTOCOL_SEGMENT_MISSING
+        assert raised.detail == segment.segment_id and raised.hint
 
 
 # --------------------------------------------------------------------------- migrations
