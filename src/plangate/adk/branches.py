@@ -23,6 +23,7 @@ from typing import Any
 from google.adk.events import Event
 from sqlalchemy import delete, select
 
+from plangate.adk import telemetry
 from plangate.adk.protocols import protocol_runtime
 from plangate.adk.runtime import ARCHIVE_KIND, CORRUPT_KIND, STATE_KIND
 from plangate.adk.session import PlanSession
@@ -94,12 +95,14 @@ async def delete_session(session: PlanSession) -> None:
     event = JournalEvent(
         kind="session.deleted", subject=session.session_id, actor="user", at=_now(session)
     )
-    for store, intents in await _stores(session):
+    for index, (store, intents) in enumerate(await _stores(session)):
         async with store.transaction() as tx:
             await _delete_documents(tx, key)
             if intents:
                 await IntentRepository(tx.connection).delete_session(key)
-            await tx.append(session.scope.key, event)
+            if index == 0:  # the plan store keeps the journal
+                await tx.append(session.scope.key, event)
+    telemetry.journaled(session.scope.key, events=(event,))
     await session.runner.session_service.delete_session(
         app_name=session.runner.app_name, user_id=session.user_id, session_id=session.session_id
     )
@@ -137,24 +140,24 @@ async def _copy_governance(source: PlanSession, forked: PlanSession) -> None:
     """Plan and protocol documents, intent pin and run bindings, in one transaction per
     store, and the branch journaled on both sides."""
     old, new = source.scope.session_key, forked.scope.session_key
-    now = _now(source)
-    for store, intents in await _stores(source):
+    forked_event = JournalEvent(
+        kind="session.forked",
+        subject=forked.session_id,
+        actor="user",
+        at=_now(source),
+        detail={"from": source.session_id, "to": forked.session_id},
+    )
+    scopes = (source.scope.key, forked.scope.key)
+    for index, (store, intents) in enumerate(await _stores(source)):
         async with store.transaction() as tx:
             await _copy_documents(tx, old, new)
             if intents:
                 await IntentRepository(tx.connection).fork_session(old, new)
-            detail = {"from": source.session_id, "to": forked.session_id}
-            for scope in (source.scope.key, forked.scope.key):
-                await tx.append(
-                    scope,
-                    JournalEvent(
-                        kind="session.forked",
-                        subject=forked.session_id,
-                        actor="user",
-                        at=now,
-                        detail=detail,
-                    ),
-                )
+            if index == 0:  # the plan store keeps the journal
+                for scope in scopes:
+                    await tx.append(scope, forked_event)
+    for scope in scopes:
+        telemetry.journaled(scope, events=(forked_event,))
 
 
 def _rekeyed(kind: str, data: Any, old: str, new: str) -> Any:
