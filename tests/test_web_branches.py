@@ -15,6 +15,7 @@ import pytest
 
 from harness import Read, Write, make_agent
 from plangate.adk.runner import build_runner
+from plangate.adk.runtime import ARCHIVE_KIND
 from plangate.adk.session import PlanSession
 from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.policy.effects import Effect, declare_effect
@@ -77,7 +78,7 @@ async def test_a_branch_starts_where_the_thread_is_and_goes_its_own_way(web: Web
     forked = [e["detail"] for e in copy["journal"] if e["kind"] == "session.forked"]
     assert forked == [{"from": THREAD, "to": branch}]
     listed = (await web.http.get("/api/threads")).json()["threads"]
-    assert {t["threadId"] for t in listed} == {THREAD, branch}
+    assert {(t["threadId"], t["branchOf"]) for t in listed} == {(THREAD, None), (branch, THREAD)}
 
     # Answered in the branch, the run goes on there; the source still waits.
     web.model.add([text("Using A.")])
@@ -158,3 +159,29 @@ async def test_a_running_thread_can_be_neither_branched_nor_deleted(database_url
         assert (await web.http.delete(f"/api/threads/{THREAD}")).status_code == 200
     finally:
         await web.http.aclose()
+
+
+async def test_deleting_one_thread_leaves_a_thread_whose_id_it_would_match_as_a_pattern(
+    web: Web,
+) -> None:
+    """``_`` is a wildcard in SQL LIKE: deleting ``t_1`` must not touch ``ta1``'s plan."""
+    for thread_id in ("t_1", "ta1"):
+        web.model.add([call("ask_user_question", question="Which?", options=["A", "B"])])
+        await web.run(thread_id, messages=[user_message("go")], state={"agent_mode": "plan"})
+    assert (await web.http.delete("/api/threads/t_1")).status_code == 200
+    assert len((await web.thread("ta1"))["interrupts"]) == 1
+    assert await web.session("ta1").record() is not None
+    # The same for archived plans: ``t_1`` lists none of ``ta1``'s.
+    other = web.session("ta1")
+    record = await other.record()
+    assert record is not None
+    store = await other.runtime.store()
+    async with store.transaction() as tx:
+        await tx.put(
+            ARCHIVE_KIND,
+            f"{other.scope.key}#{record.id}",
+            record.model_dump(mode="json", by_alias=True),
+            expected_version=0,
+        )
+    assert [p.id for p in await other.archived()] == [record.id]
+    assert await web.session("t_1").archived() == []

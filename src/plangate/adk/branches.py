@@ -34,7 +34,10 @@ from plangate.store.protocol_state import RUN_KIND, SEGMENT_KIND
 from plangate.store.schema import documents
 from plangate.store.store import Store, Transaction
 
-__all__ = ["BranchError", "delete_session", "fork_session"]
+__all__ = ["BRANCH_OF_KEY", "BranchError", "delete_session", "fork_session"]
+
+BRANCH_OF_KEY = "plangate:branch_of"
+"""Session state of a branch: the id of the session it was branched from (for lists)."""
 
 _COPIED_KINDS = (STATE_KIND, ARCHIVE_KIND, RUN_KIND, SEGMENT_KIND)
 """What a branch takes along; a corrupt state's raw archive stays with its source."""
@@ -63,6 +66,7 @@ async def fork_session(source: PlanSession, new_session_id: str | None = None) -
     runner = source.runner
     service = runner.session_service
     state = {k: v for k, v in stored.state.items() if not k.startswith(_SHARED_STATE_PREFIXES)}
+    state[BRANCH_OF_KEY] = source.session_id
     branch = await service.create_session(
         app_name=runner.app_name, user_id=source.user_id, session_id=new_id, state=state
     )

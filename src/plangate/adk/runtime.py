@@ -230,7 +230,7 @@ class PlanRuntime:
                     select(documents.c.data)
                     .where(
                         documents.c.kind == ARCHIVE_KIND,
-                        documents.c.key.startswith(scope.key + "#"),
+                        documents.c.key.startswith(scope.key + "#", autoescape=True),
                     )
                     .order_by(documents.c.updated_at)
                 )

@@ -177,7 +177,10 @@ class ProtocolStateStore:
         invocation, such as a sub-agent spawned by a tool)."""
         query = (
             select(documents.c.data)
-            .where(documents.c.kind == RUN_KIND, documents.c.key.startswith(scope_key + "#"))
+            .where(
+                documents.c.kind == RUN_KIND,
+                documents.c.key.startswith(scope_key + "#", autoescape=True),
+            )
             .order_by(documents.c.updated_at.desc())
             .limit(20)
         )

@@ -14,6 +14,7 @@ from ag_ui.core import AssistantMessage, FunctionCall, Message, ToolCall, ToolMe
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 
+from plangate.adk.branches import BRANCH_OF_KEY
 from plangate.adk.protocols import protocol_runtime
 from plangate.adk.scope import PlanScope
 from plangate.adk.session import SYSTEM_AUTHOR, PlanSession
@@ -215,6 +216,7 @@ async def thread_list(runner: Runner, user_id: str, *, running: set[str]) -> lis
                 "updatedAt": session.last_update_time,
                 "title": _first_user_text(session.events),
                 "planStatus": _plan_status(session.state),
+                "branchOf": session.state.get(BRANCH_OF_KEY),
                 "running": session.id in running,
             }
         )

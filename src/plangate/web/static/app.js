@@ -1500,7 +1500,7 @@
           "button",
           { type: "button", class: "thread-item", "data-thread-id": t.threadId, "aria-current": t.threadId === S.threadId ? "true" : null, onclick: () => openThread(t.threadId) },
           el("span", { class: "thread-title", text: title }),
-          el("span", { class: "thread-meta", text: [ago(t.updatedAt), t.planStatus ? `plan ${words(t.planStatus)}` : "", t.running ? "running" : ""].filter(Boolean).join(" · ") })
+          el("span", { class: "thread-meta", text: [ago(t.updatedAt), t.branchOf ? "branch" : "", t.planStatus ? `plan ${words(t.planStatus)}` : "", t.running ? "running" : ""].filter(Boolean).join(" · ") })
         ),
         el(
           "span",
