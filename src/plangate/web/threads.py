@@ -19,7 +19,7 @@ from plangate.adk.scope import PlanScope
 from plangate.adk.session import SYSTEM_AUTHOR, PlanSession
 from plangate.plan.session_state import PlanSessionState
 from plangate.store.store import JournalEntry
-from plangate.web.agui import StateKeys, interrupt_for, reply_id, shared_state
+from plangate.web.agui import StateKeys, interrupt_for, is_confirmation, reply_id, shared_state
 
 __all__ = ["journal_json", "thread_journal", "thread_json", "thread_list", "thread_messages"]
 
@@ -58,7 +58,9 @@ def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Mes
             flush()
         if event.content is None:
             continue
-        parts = event.content.parts or []
+        # ADK's confirmation of a paused call is plumbing: its request shows as the
+        # call's interrupt and the decision as the call's reply (a resolution).
+        parts = [p for p in event.content.parts or [] if not is_confirmation(p)]
         for part in parts:
             if part.function_call is not None and part.function_call.id in withdrawn:
                 waiting.append(part.function_call.id)
