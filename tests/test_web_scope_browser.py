@@ -187,7 +187,7 @@ def test_the_approval_card_shows_the_scope_and_a_drift_waits_for_the_amendment(
     assert amendment.locator(".diff-line.add").inner_text().endswith("- fixed the guard")
     assert (site.workspace / STOCK).read_text() == "# fixed\n"
     assert not (site.workspace / DRIFT).exists()
-    assert page.locator(f'.tool[data-tool="Write"] >> nth=1').get_attribute("class") == (
+    assert page.locator('.tool[data-tool="Write"] >> nth=1').get_attribute("class") == (
         "tool waiting"
     )
     assert page.locator("#run-indicator").inner_text() == "waiting for you"
@@ -289,9 +289,7 @@ def test_ask_for_each_edit_pauses_every_write_with_its_diff_across_a_reload(
     page.locator("#timeline .event", has_text=f"Approved the edit: write {STOCK}").wait_for()
 
 
-def test_the_reviewer_edits_the_scope_and_a_bad_edit_loses_nothing(
-    site: Site, page: Any
-) -> None:
+def test_the_reviewer_edits_the_scope_and_a_bad_edit_loses_nothing(site: Site, page: Any) -> None:
     site.plans([call("Write", path=DRIFT, content="- noted\n")], [text("Noted.")])
     open_thread(page, site.url, "t-edit-scope")
     approval = plan_and_say(page, "fix the guard")
@@ -309,9 +307,7 @@ def test_the_reviewer_edits_the_scope_and_a_bad_edit_loses_nothing(
     # Nothing changed: the same card, the typed scope still in it, the plan still waiting.
     approval = page.locator(".card.approval")
     approval.locator("textarea.scope-write").wait_for()
-    assert approval.locator("textarea.scope-write").input_value() == (
-        f"{STOCK}\n../outside.txt"
-    )
+    assert approval.locator("textarea.scope-write").input_value() == (f"{STOCK}\n../outside.txt")
     assert "waiting for your approval" in page.locator("#plan-status").inner_text()
     shot(page, "05-bad-scope")
     approval.locator("textarea.scope-write").fill(f"{STOCK}\n{DRIFT}")
@@ -330,9 +326,7 @@ def test_the_reviewer_edits_the_scope_and_a_bad_edit_loses_nothing(
     )
 
 
-def test_a_restart_between_the_pause_and_the_answer_loses_nothing(
-    site: Site, page: Any
-) -> None:
+def test_a_restart_between_the_pause_and_the_answer_loses_nothing(site: Site, page: Any) -> None:
     site.plans([call("Write", path=DRIFT, content="- after a restart\n")])
     open_thread(page, site.url, "t-restart")
     decide(plan_and_say(page, "fix the guard"), "Approve")
@@ -347,9 +341,7 @@ def test_a_restart_between_the_pause_and_the_answer_loses_nothing(
     decide(amendment, "Approve amendment")
     page.locator(".msg.assistant", has_text="Written after the restart").wait_for()
     assert (site.workspace / DRIFT).read_text() == "- after a restart\n"
-    thread = page.evaluate(
-        "t => fetch(`/api/threads/${t}`).then(r => r.json())", "t-restart"
-    )
+    thread = page.evaluate("t => fetch(`/api/threads/${t}`).then(r => r.json())", "t-restart")
     record = thread["state"]["plan:orchestrator"]
     record = json.loads(record) if isinstance(record, str) else record
     assert DRIFT in record["scope"]["write"] and record["contentRevisions"] == 2
