@@ -39,7 +39,12 @@ def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Mes
         for part in (event.content.parts if event.content else None) or []
         if part.function_response is not None
     }
-    withdrawn = {k: v for k, v in plan_state.resolutions.items() if k not in answered}
+    # A call paused by the scope (an amendment, an edit review) is answered through ADK's
+    # confirmation, so the human's decision has no reply of its own in the session either.
+    confirmed = _confirmed_calls(events)
+    withdrawn = {
+        k: v for k, v in plan_state.resolutions.items() if k not in answered or k in confirmed
+    }
     waiting: list[str] = []
     messages: list[Message] = []
 
@@ -107,6 +112,20 @@ def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Mes
                 )
     flush()
     return messages
+
+
+def _confirmed_calls(events: list[Any]) -> set[str]:
+    """The ids of the calls ADK's confirmation paused (see :func:`is_confirmation`)."""
+    ids: set[str] = set()
+    for event in events:
+        for part in (event.content.parts if event.content else None) or []:
+            call = part.function_call
+            if call is None or not is_confirmation(part):
+                continue
+            original = (call.args or {}).get("originalFunctionCall")
+            if isinstance(original, dict) and isinstance(original.get("id"), str):
+                ids.add(original["id"])
+    return ids
 
 
 def _reply_content(state: PlanSessionState, call_id: str, raw: Any) -> Any:

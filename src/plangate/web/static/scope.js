@@ -44,7 +44,8 @@
   // ---------------------------------------------------------------- reading a scope
 
   /** The scope as a list: each file or glob it may write, each command prefix, the network. */
-  function scopeList(scope, label) {
+  function scopeList(scope, label, asked) {
+    // ``asked``: only what an amendment asks for, without the rows it leaves empty.
     const s = normal(scope);
     const row = (name, items, empty) =>
       el(
@@ -56,9 +57,9 @@
     return el(
       "div",
       { class: "scope-list", role: "group", "aria-label": label || "Scope" },
-      row("May write", s.write, "no file"),
-      row("May run", s.commands, "no command"),
-      row("Network", [], s.network ? "yes" : "no")
+      asked && !s.write.length ? null : row("May write", s.write, "no file"),
+      asked && !s.commands.length ? null : row("May run", s.commands, "no command"),
+      asked && !s.network ? null : row("Network", [], s.network ? "yes" : "no")
     );
   }
 
@@ -169,7 +170,7 @@
     if (amendment) {
       children.push(
         el("div", { class: "tool-label", text: "It asks for" }),
-        scopeList(meta.wants, "What the amendment asks for"),
+        scopeList(meta.wants, "What the amendment asks for", true),
         el("p", { class: "muted" }, `Why you are asked: the scope approved with revision ${meta.revision} does not cover this. `, el("span", { html: R.inlineHtml(meta.scope_summary || "") })),
         patchView(meta, `The write that waits: ${(meta.wants.write || [])[0] || ""}`),
         el("p", { class: "muted", text: "Approving records a new revision of the plan with the widened scope and lets this call run; refusing leaves everything as it is and tells the agent." }),
