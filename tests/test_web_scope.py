@@ -221,8 +221,9 @@ async def test_ask_each_edit_pauses_every_write_of_a_batch_with_its_diff(web: We
     events = await web.answer(approval, decision="approve", permission="ask_each_edit")
     first, second = interrupts(events)
     assert [first["reason"], second["reason"]] == ["edit_review", "edit_review"]
-    assert "-        if quantity > on_hand + 1:\n+        if quantity > on_hand:\n" in (
-        first["metadata"]["diff"]
+    assert (
+        "-        if quantity > on_hand + 1:\n+        if quantity > on_hand:\n"
+        in (first["metadata"]["diff"])
     )
     assert "+    def on_hand(" in second["metadata"]["diff"]
     assert "scope" not in first["responseSchema"]["properties"]
