@@ -342,7 +342,8 @@
         return { kind: "error", text: result.code ? `${message} (${result.code})` : message, hint };
       }
       if (result.status === "waiting") return { kind: "waiting", text: "still waiting for you" };
-      if (P.WAITING.has(result.status)) return { kind: "waiting", text: result.message || "waiting for you" };
+      // The card below says what the call waits for; the block only says that it waits.
+      if (P.WAITING.has(result.status)) return { kind: "waiting", text: "waits for your decision on the card below" };
       if (result.status === "cancelled") return { kind: "withdrawn", text: result.message || "withdrawn" };
       if (result.status === "rejected") return { kind: "rejected", text: result.reviewer_note ? `rejected: ${result.reviewer_note}` : "rejected" };
       if (result.status === "approved") return { kind: "ok", text: truncate(result.message || "approved", 160) };
