@@ -345,3 +345,19 @@ def test_a_restart_between_the_pause_and_the_answer_loses_nothing(site: Site, pa
     record = thread["state"]["plan:orchestrator"]
     record = json.loads(record) if isinstance(record, str) else record
     assert DRIFT in record["scope"]["write"] and record["contentRevisions"] == 2
+
+
+def test_a_hostile_path_in_an_amendment_is_shown_as_text(site: Site, page: Any) -> None:
+    hostile = 'notes/<img src=x onerror="window.__pwned=1">.md'
+    site.plans([call("Write", path=hostile, content="x\n")], [text("ok")])
+    open_thread(page, site.url, "t-hostile")
+    decide(plan_and_say(page, "fix the guard"), "Approve")
+    amendment = page.locator(".card.amendment")
+    amendment.wait_for()
+    assert hostile in amendment.locator(".request-text").inner_text()
+    assert amendment.locator(".scope-items li").inner_text() == hostile
+    assert page.locator(".card img").count() == 0
+    decide(amendment, "Refuse")
+    page.locator(".msg.assistant", has_text="ok").wait_for()
+    assert page.evaluate("() => window.__pwned") is None
+    assert not (site.workspace / "notes").exists()
