@@ -27,7 +27,7 @@ from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.web.server import create_app
 from test_web_render import assert_accessible
-from web_support import ARTIFACTS, ServerThread, headless_chromium
+from web_support import ARTIFACTS, ServerThread, demo_server, headless_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -361,3 +361,45 @@ def test_a_hostile_path_in_an_amendment_is_shown_as_text(site: Site, page: Any) 
     page.locator(".msg.assistant", has_text="ok").wait_for()
     assert page.evaluate("() => window.__pwned") is None
     assert not (site.workspace / "notes").exists()
+
+
+@pytest.mark.parametrize("choice", ["ask_each_edit", "narrow_scope"])
+def test_the_demo_on_plangate_serve_pauses_its_fix_for_the_reviewer(
+    tmp_path: Path, page: Any, choice: str
+) -> None:
+    """``plangate serve``'s demo: approving with "ask for each edit" shows the fix as a
+    diff to approve; a scope the reviewer narrows to another file makes the fix an
+    amendment, and refusing it leaves the file as it was and the demo says so."""
+    with demo_server(tmp_path / "web", tmp_path / "data") as server:
+        stock = server.workspace / STOCK
+        before = stock.read_text()
+        open_thread(page, server.url, f"t-demo-{choice}")
+        page.locator("#mode-plan").click()
+        page.locator("#input").fill("Fix the failing test")
+        page.locator("#input").press("Enter")
+        page.locator(".card.question button.option").first.click()
+        approval = page.locator(".card.approval")
+        approval.wait_for()
+        assert approval.locator(".scope-summary").inner_text() == (
+            "No scope: once approved, the plan may write anywhere in the workspace."
+        )
+        if choice == "ask_each_edit":
+            approval.locator(".permission input[value=ask_each_edit]").check()
+            decide(approval, "Approve")
+            review = page.locator(".card.edit-review")
+            review.wait_for()
+            assert review.locator(".diff-line.add").inner_text().endswith("if quantity > on_hand:")
+            assert stock.read_text() == before
+            decide(review, "Approve edit")
+            page.locator(".msg.assistant", has_text="[demo] Done.").wait_for()
+            assert "on_hand + 1" not in stock.read_text()
+            return
+        approval.locator(".scope-editor summary").click()
+        approval.locator("textarea.scope-write").fill("README.md")
+        decide(approval, "Approve with edits")
+        amendment = page.locator(".card.amendment")
+        amendment.wait_for()
+        assert STOCK in amendment.locator(".request-text").inner_text()
+        decide(amendment, "Refuse")
+        page.locator(".msg.assistant", has_text="You refused the edit").wait_for()
+        assert stock.read_text() == before
