@@ -277,3 +277,65 @@ async def test_a_seed_style_tool_message_answers_an_amendment(web: Web) -> None:
     record = await web.session.record()
     assert record is not None and record.status is PlanStatus.APPROVED
     assert record.scope is not None and DRIFT in record.scope.write
+
+
+POLICY = """
+version = 1
+
+[[tool]]
+name = "deploy"
+effect = "network"
+planning = "deny"
+acting = "ask"
+justification = "it reaches production"
+"""
+
+
+async def test_a_call_the_policy_file_asks_for_is_a_tool_call_interrupt(
+    database_url: str, tmp_path: Path
+) -> None:
+    from harness import make_agent
+    from plangate.adk import PlanOptions
+    from plangate.web.server import create_app
+
+    deployed: list[str] = []
+
+    def deploy(target: str) -> dict[str, Any]:
+        """Deploy the service."""
+        deployed.append(target)
+        return {"deployed": target}
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    model = ScriptedLlm()
+    agent = make_agent(model, PlanOptions(policy_file=policy), tools=[deploy])
+    runner = build_runner(agent, database_url=database_url, app_name="web")
+    app = create_app(runner=runner, require_token=False, token=None)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+
+        async def run(**fields: Any) -> list[dict[str, Any]]:
+            response = await http.post("/api/agent", json=run_input(THREAD, **fields))
+            return sse_events(response.text)
+
+        model.add(
+            [call("update_plan_content", content="1. deploy\n")],
+            [call("exit_plan_mode")],
+            [call("deploy", target="prod")],
+            [text("deployed")],
+        )
+        (approval,) = interrupts(
+            await run(messages=[user_message("ship it")], state={"agent_mode": "plan"})
+        )
+        approve = {"decision": "approve"}
+        resume = [{"interruptId": approval["id"], "status": "resolved", "payload": approve}]
+        (asked,) = interrupts(await run(resume=resume))
+        assert asked["reason"] == "tool_call" and asked["metadata"]["tool_name"] == "deploy"
+        assert "it reaches production" in asked["message"]
+        assert set(asked["responseSchema"]["properties"]) == {"decision", "reviewer_note"}
+        assert deployed == []
+        approve = {"decision": "approve"}
+        resume = [{"interruptId": asked["id"], "status": "resolved", "payload": approve}]
+        events = await run(resume=resume)
+        assert events[-1]["outcome"]["type"] == "success"
+        assert replies(events)[asked["toolCallId"]]["request"] == "tool"
+        assert deployed == ["prod"]
