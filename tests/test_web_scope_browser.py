@@ -326,6 +326,40 @@ def test_the_reviewer_edits_the_scope_and_a_bad_edit_loses_nothing(site: Site, p
     )
 
 
+def test_two_amendments_of_one_step_each_add_to_the_scope(site: Site, page: Any) -> None:
+    """A batch: the first amendment is approved as asked, the second with the reviewer's
+    grant (a folder instead of one file); the scope keeps both."""
+    site.plans(
+        [
+            call("Write", path=DRIFT, content="- one\n"),
+            call("Write", path="docs/notes.md", content="two\n"),
+        ],
+        [text("Both written.")],
+    )
+    open_thread(page, site.url, "t-two")
+    decide(plan_and_say(page, "fix the guard"), "Approve")
+    cards = page.locator(".card.amendment")
+    cards.nth(1).wait_for()
+    second_id = cards.nth(1).get_attribute("data-interrupt-id")
+    ended = runs_ended(page)
+    decide(cards.first, "Approve amendment")
+    wait_runs(page, ended + 1)
+    assert "revision 2" in page.locator("#plan-meta").inner_text()
+    second = page.locator(f'.card.amendment[data-interrupt-id="{second_id}"]')
+    assert cards.count() == 1 and second.count() == 1
+    second.locator(".scope-editor summary").click()
+    assert second.locator("textarea.scope-write").input_value() == "docs/notes.md"
+    second.locator("textarea.scope-write").fill("docs/")
+    decide(second, "Approve amendment")
+    page.locator(".msg.assistant", has_text="Both written.").wait_for()
+    wait_runs(page, ended + 2)
+    assert (site.workspace / DRIFT).read_text() == "- one\n"
+    assert (site.workspace / "docs/notes.md").read_text() == "two\n"
+    assert page.locator("#plan-meta .plan-scope").inner_text() == (
+        f"Scope\nThis plan may write {STOCK}, {DRIFT}, docs/**; run python -m pytest; no network."
+    )
+
+
 def test_a_restart_between_the_pause_and_the_answer_loses_nothing(site: Site, page: Any) -> None:
     site.plans([call("Write", path=DRIFT, content="- after a restart\n")])
     open_thread(page, site.url, "t-restart")

@@ -974,7 +974,7 @@
   function cardFor(interrupt) {
     if (interrupt.reason === "plan_approval") return approvalCard(interrupt);
     if (interrupt.reason === "question") return questionCard(interrupt);
-    if (P.REASONS.has(interrupt.reason)) return P.requestCard(interrupt, { card, reply: (decision, extra) => resume(interrupt, "resolved", { decision, ...extra }) });
+    if (P.REASONS.has(interrupt.reason)) return P.requestCard(interrupt, { card, reply: (decision, extra) => resume(interrupt, "resolved", { decision, ...extra }), scope: () => (plan() || {}).scope || (interrupt.metadata || {}).scope });
     return entryCard(interrupt);
   }
 

@@ -148,21 +148,25 @@
   }
 
   /** The card of an amendment, an edit review or a tool call. ``reply(decision, extra)``
-   * sends the answer; ``card(kind, title, ...children)`` draws the frame. */
-  function requestCard(interrupt, { card, reply }) {
+   * sends the answer; ``card(kind, title, ...children)`` draws the frame; ``scope()`` is
+   * the plan's scope in force now. */
+  function requestCard(interrupt, { card, reply, scope }) {
     const meta = interrupt.metadata || {};
     const amendment = interrupt.reason === "scope_amendment";
     const edit = interrupt.reason === "edit_review";
     const note = el("input", { type: "text", class: "note", placeholder: "Optional note for the agent", "aria-label": "Note" });
-    const widened = amendment ? scopeEditor(union(meta.scope, meta.wants), { label: "Grant a different scope instead" }) : null;
+    // The reviewer edits what this amendment adds (a folder or a glob instead of one
+    // file, say). It is added to the scope in force when they answer, which an amendment
+    // approved just before in the same step may already have widened.
+    const widened = amendment ? scopeEditor(meta.wants, { label: "Grant something else instead" }) : null;
     const extra = () => {
-      const p = {};
+      const p = { revision: meta.revision, sha256: meta.sha256 };
       if (note.value.trim()) p.reviewer_note = note.value.trim();
       return p;
     };
     const approve = () => {
       const p = extra();
-      if (widened && widened.changed()) p.scope = widened.value();
+      if (widened && widened.changed()) p.scope = union(scope(), widened.value());
       reply("approve", p);
     };
     const labels = amendment ? ["Approve amendment", "Refuse"] : edit ? ["Approve edit", "Refuse edit"] : ["Allow", "Refuse"];
