@@ -173,6 +173,10 @@ async def test_a_drift_pauses_for_an_amendment_and_approving_widens_the_scope(
     assert CONFIRMATION_CALL not in tool_names(events)
     assert (web.workspace / STOCK).read_text() == "# fixed\n"
     assert not (web.workspace / DRIFT).exists()
+    # An answer bound to another revision than the one shown changes nothing.
+    events = await web.answer(amendment, decision="approve", revision=7)
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STALE_RESUME"
+    assert not (web.workspace / DRIFT).exists()
     # The reviewer grants a glob rather than the one file.
     widened = {**SCOPE, "write": [STOCK, "*.md"]}
     events = await web.answer(amendment, decision="approve", scope=widened)
@@ -226,7 +230,12 @@ async def test_ask_each_edit_pauses_every_write_of_a_batch_with_its_diff(web: We
         in (first["metadata"]["diff"])
     )
     assert "+    def on_hand(" in second["metadata"]["diff"]
-    assert "scope" not in first["responseSchema"]["properties"]
+    assert set(first["responseSchema"]["properties"]) == {
+        "decision",
+        "reviewer_note",
+        "revision",
+        "sha256",
+    }
     assert (web.workspace / STOCK).read_text() == old
     # The first answer is recorded and shown; the run waits for the second.
     events = await web.answer(first, decision="approve")
@@ -331,7 +340,7 @@ async def test_a_call_the_policy_file_asks_for_is_a_tool_call_interrupt(
         (asked,) = interrupts(await run(resume=resume))
         assert asked["reason"] == "tool_call" and asked["metadata"]["tool_name"] == "deploy"
         assert "it reaches production" in asked["message"]
-        assert set(asked["responseSchema"]["properties"]) == {"decision", "reviewer_note"}
+        assert "scope" not in asked["responseSchema"]["properties"]
         assert deployed == []
         approve = {"decision": "approve"}
         resume = [{"interruptId": asked["id"], "status": "resolved", "payload": approve}]

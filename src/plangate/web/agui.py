@@ -232,13 +232,15 @@ def interrupt_for(request: PendingRequest) -> Interrupt:
             diff=payload.get("diff"),
             diff_truncated=payload.get("diff_truncated"),
         )
-        # Approving an amendment may send back the scope it grants (widened to a glob,
-        # say); an edit review or a tool call only approves or refuses.
-        schema = (
-            _decide_schema(scope=_SCOPE_SCHEMA)
-            if request.kind == "amendment"
-            else (_decide_schema())
-        )
+        # Approving an amendment may send back the whole scope it leaves in force (widened
+        # to a glob, say); an edit review or a tool call only approves or refuses.
+        bound = {
+            "revision": {"type": "integer", "const": request.revision},
+            "sha256": {"type": "string", "const": request.sha256},
+        }
+        if request.kind == "amendment":
+            bound["scope"] = _SCOPE_SCHEMA
+        schema = _decide_schema(**bound)
     else:
         message = str(payload.get("message") or "")
         metadata.update(question_id=request.question_id, options=payload.get("options"))
