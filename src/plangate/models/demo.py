@@ -204,6 +204,15 @@ def _next_step(request: LlmRequest, retry_hint: str = _RETRY_HINT) -> list[types
             return [_say(_report(result.get("todos") or [], done))]
         return [_call("Edit", **FIX)]
     if name == "Edit":
+        if result.get("code") in _REFUSED_BY_USER:
+            # The reviewer said no to this write (an edit review, or a scope that does not
+            # name the file): say so, rather than blame the file.
+            return [
+                _say(
+                    f"You refused the edit of `{FIX['path']}`, so the fix is not applied: "
+                    "nothing was changed and nothing was marked done."
+                )
+            ]
         if error:
             # Never "Done" after a failed edit: the file is not what the plan was made on.
             return [
@@ -222,6 +231,8 @@ def _next_step(request: LlmRequest, retry_hint: str = _RETRY_HINT) -> list[types
 
 
 Done = list[tuple[str, dict[str, Any], dict[str, Any]]]
+
+_REFUSED_BY_USER = ("SCOPE_AMENDMENT_REFUSED", "EDIT_REFUSED")
 
 
 def _ticked(done: Done) -> list[dict[str, str]]:
