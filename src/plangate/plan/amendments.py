@@ -160,6 +160,7 @@ def resolve_amendment(
         result: dict[str, Any] = {
             "status": "approved",
             "message": f"The user approved the {what}; the call ran.",
+            "request": pending.kind,
         }
         if pending.kind == "amendment" and updated.scope is not None:
             result["scope_summary"] = updated.scope.summary()
@@ -174,7 +175,9 @@ def resolve_amendment(
             hint = "stay within the approved scope, or explain why you need it and ask the user"
         if note:
             message += f". Reviewer note: {note}"
-        result = error_result(code, message, hint, status="rejected", reviewer_note=note)
+        result = error_result(
+            code, message, hint, status="rejected", reviewer_note=note, request=pending.kind
+        )
     return decided(
         record,
         updated,
@@ -186,6 +189,8 @@ def resolve_amendment(
         note=note,
         with_plan=False,
         kind=f"plan.{pending.kind}",
+        # The status does not move on an amendment: the journal says what was decided.
+        outcome=response["status"],
         call_id=pending.call_id,
         tool=pending.tool_name,
         wants=wants.asks(),
