@@ -69,6 +69,10 @@ def test_a_second_page_follows_a_run_live_on_one_server(tmp_path: Path) -> None:
             seen = follower.wait_for(lambda events: len(events) > len(sent))
             assert seen[-1]["name"] == "plangate.thread.changed"
             assert seen[-1]["value"] == {"threadId": "t-live", "what": "mode:plan"}
+            deleted = httpx.delete(f"{server.url}/api/threads/t-live", timeout=30)
+            assert deleted.status_code == 200, deleted.text
+            seen = follower.wait_for(lambda events: len(events) > len(sent) + 1)
+            assert seen[-1]["value"] == {"threadId": "t-live", "what": "deleted"}
             assert other.events == []  # a thread's stream carries that thread only
         finally:
             follower.stop()
