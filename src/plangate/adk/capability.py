@@ -46,23 +46,51 @@ _DIFF_MAX_BYTES = 1024 * 1024
 
 
 async def check_capability(
-    runtime: PlanRuntime, loaded: Loaded, tool: Any, args: dict[str, Any], tool_context: Any
+    runtime: PlanRuntime,
+    loaded: Loaded,
+    tool: Any,
+    args: dict[str, Any],
+    tool_context: Any,
+    *,
+    ask: str | None = None,
 ) -> dict[str, Any] | None:
     """None when the approved plan's scope (and permission) let the call run; otherwise
-    the result that answers it: a pause for the human, or their refusal."""
+    the result that answers it: a pause for the human, or their refusal.
+
+    ``ask`` is the reason when the policy file also asks for this call. Both must hold,
+    and one request answers both (a call id is answered once): an amendment or edit
+    review names the policy's reason too, and a call the scope covers asks as ``tool``.
+    """
     state = loaded.state
     record = state.record
     if record is None or not record.governs_writes():
         return None
     call_id = getattr(tool_context, "function_call_id", None) or ""
     resolution = state.resolutions.get(call_id)
+    found: tuple[Wants, str, str | None] | None = None
     if resolution is not None and resolution.decides_call:
-        return None if resolution.result.get("status") == "approved" else resolution.result
+        if resolution.result.get("status") != "approved":
+            return resolution.result
+        if not _allowed_before_scope(record, call_id):
+            return None
+        # Allowed as a tool call while no scope governed it (asked while planning, say):
+        # that approval did not cover the scope, and the call id cannot be asked again.
+        found = await asyncio.to_thread(_wants, tool, args)
+        missing = record.scope.missing(found[0]) if found and record.scope else Scope()
+        if missing.is_empty():
+            return None
+        return error_result(
+            ErrorCode.SCOPE_AMENDMENT_REFUSED,
+            f"the user allowed this call before the plan's scope applied, and it needs "
+            f"more than the approved scope: {missing.asks()}; it did not run",
+            "call it again to ask the user for an amendment, or stay within the scope",
+            tool=tool.name,
+        )
     if record.pending_for(call_id) is not None:
         return _waiting(record.pending_for(call_id).payload)  # type: ignore[union-attr]
     found = await asyncio.to_thread(_wants, tool, args)
     if found is None:
-        return None
+        return await _pause_for_policy(runtime, tool, tool_context, ask)
     wants, target, diff = found
     missing = record.scope.missing(wants) if record.scope is not None else Scope()
     if not missing.is_empty():
@@ -70,7 +98,7 @@ async def check_capability(
     elif record.permission == "ask_each_edit" and wants.paths:
         kind, asked = "edit", Scope(write=wants.paths)
     else:
-        return None
+        return await _pause_for_policy(runtime, tool, tool_context, ask)
     return await _pause(
         runtime,
         tool_context,
@@ -79,6 +107,23 @@ async def check_capability(
         asked,
         target=target,
         diff=diff if kind == "edit" or wants.paths else None,
+        reason=ask or "",
+    )
+
+
+def _allowed_before_scope(record: Any, call_id: str) -> bool:
+    """Whether the approval that let ``call_id`` run was a policy ask (kind ``tool``),
+    which says nothing about the scope."""
+    return any(a.call_id == call_id and a.kind == "tool" for a in record.approvals)
+
+
+async def _pause_for_policy(
+    runtime: PlanRuntime, tool: Any, tool_context: Any, ask: str | None
+) -> dict[str, Any] | None:
+    if ask is None:
+        return None
+    return await _pause(
+        runtime, tool_context, tool.name, "tool", Scope(), reason=_hinted(tool, ask)
     )
 
 
@@ -103,13 +148,18 @@ async def ask_for_call(
             "ask the user in plain text",
             tool=tool.name,
         )
-    hint = read_only_hint(tool)
-    if hint:
+    return await _pause(
+        runtime, tool_context, tool.name, "tool", Scope(), reason=_hinted(tool, reason)
+    )
+
+
+def _hinted(tool: Any, reason: str) -> str:
+    if read_only_hint(tool):
         reason += (
             "; its server marks it read-only (readOnlyHint), which plangate shows but "
             "does not trust by itself"
         )
-    return await _pause(runtime, tool_context, tool.name, "tool", Scope(), reason=reason)
+    return reason
 
 
 def read_only_hint(tool: Any) -> bool:

@@ -87,6 +87,9 @@ def request_amendment(
         title = "Allow this tool call?"
         message = f"The agent wants to call `{tool_name}`: {reason or 'the policy asks'}."
         status = "pending_tool"
+    if kind != "tool" and reason:
+        # The policy file asks for this call too; this one request answers both.
+        message += f" The tool policy asks too: {reason}."
     payload: dict[str, Any] = {
         "status": status,
         "title": title,
