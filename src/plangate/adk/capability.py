@@ -25,6 +25,7 @@ from google.adk.tools import ToolContext
 from google.genai import types
 
 from plangate.adk.runtime import Loaded, PlanRuntime
+from plangate.adk.scope import governing_scope
 from plangate.errors import ErrorCode, error_result
 from plangate.plan.amendments import request_amendment
 from plangate.plan.scope import Scope, Wants, needs_network
@@ -180,6 +181,8 @@ async def _pause(
     reason: str = "",
 ) -> dict[str, Any]:
     """Open the request and pause the call with ADK's tool confirmation."""
+    if governing_scope.get() is not None:
+        return _refused_in_subagent(tool_name, kind, asked, reason)
     call_id = getattr(tool_context, "function_call_id", None) or ""
     if not call_id or not isinstance(tool_context, ToolContext):
         return error_result(
@@ -215,6 +218,23 @@ async def _pause(
     # The pause is not a result for the model to answer; the run waits for the human.
     tool_context.actions.skip_summarization = True
     return _waiting(payload)
+
+
+def _refused_in_subagent(tool_name: str, kind: str, asked: Scope, reason: str) -> dict[str, Any]:
+    """A sub-agent runs in a nested run of its own that cannot pause for the user (its
+    call would wait where nobody can answer it), so what needs the user is refused."""
+    if kind == "amendment":
+        what = f"the approved plan's scope does not let it {asked.asks()}"
+    elif kind == "edit":
+        what = f"the plan asks the user for each edit ({asked.asks()})"
+    else:
+        what = f"calling {tool_name} needs the user's approval ({reason})"
+    return error_result(
+        ErrorCode.OUTSIDE_SCOPE,
+        f"a sub-agent cannot wait for the user, and {what}; nothing was changed",
+        "report back what is needed; the main agent's own call asks the user",
+        tool=tool_name,
+    )
 
 
 def _waiting(payload: dict[str, Any]) -> dict[str, Any]:
