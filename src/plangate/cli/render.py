@@ -15,6 +15,7 @@ from rich.text import Text
 from plangate.cli.tables import rows_table
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError
+from plangate.plan.scope import Scope, ScopeError, parse_scope
 from plangate.result_text import describe_result, summarize_result
 
 __all__ = [
@@ -27,7 +28,9 @@ __all__ = [
     "render_todos",
     "render_transcript",
     "result_table",
+    "scope_table",
     "summarize_result",
+    "unified_diff_text",
 ]
 
 
@@ -202,14 +205,22 @@ def render_pending(
             body.append(f"\n  {number}. {option}")
         console.print(Panel(body, title=f"Question{of}", border_style="yellow", title_align="left"))
     elif request.kind in ("amendment", "edit", "tool"):
-        lines = [str(payload.get("message"))]
+        # Model-chosen paths and commands: plain Text, never markup.
+        parts: list[Any] = [Text(str(payload.get("message")))]
+        wants = _scope_of(payload.get("wants"))
+        if request.kind == "amendment" and wants is not None:
+            parts.append(Text("Outside the approved scope:", "bold"))
+            parts.append(scope_table(wants))
         if payload.get("scope_summary"):
-            lines.append(f"Approved scope: {payload['scope_summary']}")
+            parts.append(Text(f"Approved scope: {payload['scope_summary']}", "dim"))
         if payload.get("diff"):
-            lines.append(str(payload["diff"]))
+            parts.append(Text("The change:", "bold"))
+            parts.append(unified_diff_text(str(payload["diff"])))
+            if payload.get("diff_truncated"):
+                parts.append(Text("(the diff is cut short here)", "dim"))
         console.print(
             Panel(
-                Text("\n".join(lines)),
+                Group(*parts),
                 title=f"{payload.get('title') or 'Allow?'}{of}",
                 border_style="yellow",
                 title_align="left",
@@ -218,8 +229,56 @@ def render_pending(
     elif record is not None:
         render_plan(console, record)
         console.print(Text.assemble((f"Summary{of}: ", "bold yellow"), str(payload.get("message"))))
-        if payload.get("scope_summary"):
-            console.print(Text.assemble(("Scope: ", "bold yellow"), str(payload["scope_summary"])))
+        scope = _scope_of(payload.get("scope"))
+        if scope is None:
+            console.print(
+                Text.assemble(
+                    ("Scope: ", "bold yellow"),
+                    "none named: approving lets the agent write anywhere in the workspace "
+                    "and run any command (in the sandbox).",
+                )
+            )
+        else:
+            console.print(Text.assemble(("Scope: ", "bold yellow"), scope.summary()))
+            console.print(Padding(scope_table(scope), (0, 0, 0, 2)))
+
+
+def _scope_of(value: Any) -> Scope | None:
+    """The scope a request payload carries (None when absent or unreadable)."""
+    try:
+        return parse_scope(value)
+    except ScopeError:
+        return None
+
+
+def scope_table(scope: Scope) -> Table:
+    """A scope as a list: each path or glob it writes, each command prefix it runs, and
+    the network."""
+    table = Table(show_header=False, box=None, padding=(0, 1))
+    for label, values in (("write", scope.write), ("run", scope.commands)):
+        for index, value in enumerate(values):
+            table.add_row(Text(label if index == 0 else ""), Text(value))
+    table.add_row(Text("network"), Text("yes" if scope.network else "no"))
+    return table
+
+
+def unified_diff_text(diff: str) -> Text:
+    """A unified diff coloured by line (added, removed, hunk)."""
+    out = Text()
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        else:
+            style = ""
+        out.append(line + "\n", style)
+    out.rstrip()
+    return out
 
 
 def render_reply_error(console: Console, error: ReplyError) -> None:
