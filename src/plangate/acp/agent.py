@@ -574,7 +574,7 @@ class PlangateAgent:
                 written = kept or plan_file.write(shown, request.approval_id)
                 live.plan_file_for = request.approval_id if written else None
             fields = requests.request_tool_call(
-                request, record, plan_file.path if live.plan_file_for else None
+                request, record, plan_file.path if live.plan_file_for else None, live.workspace
             )
             await self._send(live, fields.card(started=request.call_id in mapper.started))
             mapper.started.setdefault(request.call_id, request.tool_name)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ __all__ = [
 
 CONFIRMATION_CALL = "adk_request_confirmation"
 _DIFF_MAX_BYTES = 1024 * 1024
+MAX_CHANGE_CHARS = 64_000
+"""The file before and after is kept with a request up to this size (the diff always)."""
 
 
 async def check_capability(
@@ -92,7 +95,7 @@ async def check_capability(
     found = await asyncio.to_thread(_wants, tool, args)
     if found is None:
         return await _pause_for_policy(runtime, tool, tool_context, ask)
-    wants, target, diff = found
+    wants, target, change = found
     missing = record.scope.missing(wants) if record.scope is not None else Scope()
     if not missing.is_empty():
         kind, asked = "amendment", missing
@@ -107,7 +110,7 @@ async def check_capability(
         kind,
         asked,
         target=target,
-        diff=diff if kind == "edit" or wants.paths else None,
+        change=change,
         reason=ask or "",
     )
 
@@ -177,7 +180,7 @@ async def _pause(
     asked: Scope,
     *,
     target: str = "",
-    diff: str | None = None,
+    change: FileChange | None = None,
     reason: str = "",
 ) -> dict[str, Any]:
     """Open the request and pause the call with ADK's tool confirmation."""
@@ -203,7 +206,8 @@ async def _pause(
             wants=asked,
             now=runtime.now(),
             target=target,
-            diff=diff,
+            diff=change.diff if change is not None else None,
+            change=change.texts() if change is not None else None,
             reason=reason,
         ),
         paused=True,
@@ -245,7 +249,7 @@ def _waiting(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, str | None] | None:
+def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, FileChange | None] | None:
     """What the call needs, a name for it, and the diff of a file write."""
     declared = write_path_of(tool)
     if declared is not None:
@@ -271,10 +275,29 @@ def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, str | None] | N
     return None
 
 
-def _diff(tool_name: str, path: Path, rel: str, args: dict[str, Any]) -> str | None:
-    """A unified diff of what a Write or Edit call would change (None if unknown)."""
+@dataclass(frozen=True)
+class FileChange:
+    """What a Write or Edit call would change: the unified diff, and the file before and
+    after (editors show those as a diff of their own, ACP's ``diff`` content)."""
+
+    path: str
+    diff: str
+    old_text: str | None
+    """None for a new file."""
+    new_text: str
+
+    def texts(self) -> dict[str, Any] | None:
+        """The file before and after, for the request; None when too long to keep."""
+        if len(self.old_text or "") + len(self.new_text) > MAX_CHANGE_CHARS:
+            return None
+        return {"path": self.path, "old_text": self.old_text, "new_text": self.new_text}
+
+
+def _diff(tool_name: str, path: Path, rel: str, args: dict[str, Any]) -> FileChange | None:
+    """What a Write or Edit call would change (None if unknown)."""
+    exists = path.is_file()
     try:
-        before = path.read_bytes()[: _DIFF_MAX_BYTES + 1] if path.is_file() else b""
+        before = path.read_bytes()[: _DIFF_MAX_BYTES + 1] if exists else b""
     except OSError:
         return None
     if len(before) > _DIFF_MAX_BYTES or b"\x00" in before[:8192]:
@@ -297,7 +320,7 @@ def _diff(tool_name: str, path: Path, rel: str, args: dict[str, Any]) -> str | N
         fromfile=f"a/{rel}" if before else "/dev/null",
         tofile=f"b/{rel}",
     )
-    return "".join(lines)
+    return FileChange(rel, "".join(lines), old if exists else None, new)
 
 
 def confirmation_reply(

@@ -58,13 +58,15 @@ def request_amendment(
     now: float,
     target: str = "",
     diff: str | None = None,
+    change: dict[str, Any] | None = None,
     reason: str = "",
     approval_id: str | None = None,
 ) -> Transition:
     """Open an amendment (or edit review) for the call ``call_id``; the run pauses.
 
     ``wants`` is what the call needs beyond the scope (for ``edit``: the file it writes);
-    ``target`` names the call for a human (``Write inventory/stock.py``).
+    ``target`` names the call for a human (``Write inventory/stock.py``); ``change`` is
+    the file before and after a write (``path``, ``old_text``, ``new_text``), when short.
     """
     if record is None or (kind != "tool" and not record.is_being_implemented()):
         raise PlanError(ErrorCode.INVALID_STATE, "amendments apply to an approved plan only")
@@ -109,6 +111,8 @@ def request_amendment(
     if diff is not None:
         payload["diff"] = diff[:MAX_DIFF_CHARS]
         payload["diff_truncated"] = len(diff) > MAX_DIFF_CHARS
+    if change is not None:
+        payload["change"] = change
     updated.pending.append(
         PendingRequest(
             kind=kind,
