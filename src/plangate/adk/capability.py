@@ -71,7 +71,7 @@ async def check_capability(
         return None
     call_id = getattr(tool_context, "function_call_id", None) or ""
     resolution = state.resolutions.get(call_id)
-    found: tuple[Wants, str, str | None] | None = None
+    found: tuple[Wants, str, FileChange | None] | None = None
     if resolution is not None and resolution.decides_call:
         if resolution.result.get("status") != "approved":
             return resolution.result
