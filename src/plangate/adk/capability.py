@@ -24,6 +24,7 @@ from typing import Any
 
 from google.adk.tools import ToolContext
 from google.genai import types
+from pydantic import ValidationError
 
 from plangate.adk.runtime import Loaded, PlanRuntime
 from plangate.adk.scope import governing_scope
@@ -80,7 +81,10 @@ async def check_capability(
         # Allowed as a tool call while no scope governed it (asked while planning, say):
         # that approval did not cover the scope, and the call id cannot be asked again.
         found = await asyncio.to_thread(_wants, tool, args)
-        missing = record.scope.missing(found[0]) if found and record.scope else Scope()
+        try:
+            missing = record.scope.missing(found[0]) if found and record.scope else Scope()
+        except ValueError as exc:
+            return _unnameable(tool.name, exc)
         if missing.is_empty():
             return None
         return error_result(
@@ -96,11 +100,15 @@ async def check_capability(
     if found is None:
         return await _pause_for_policy(runtime, tool, tool_context, ask)
     wants, target, change = found
-    missing = record.scope.missing(wants) if record.scope is not None else Scope()
+    try:
+        missing = record.scope.missing(wants) if record.scope is not None else Scope()
+        edit = Scope(write=wants.paths) if record.permission == "ask_each_edit" else Scope()
+    except ValueError as exc:
+        return _unnameable(tool.name, exc)
     if not missing.is_empty():
         kind, asked = "amendment", missing
-    elif record.permission == "ask_each_edit" and wants.paths:
-        kind, asked = "edit", Scope(write=wants.paths)
+    elif not edit.is_empty():
+        kind, asked = "edit", edit
     else:
         return await _pause_for_policy(runtime, tool, tool_context, ask)
     return await _pause(
@@ -112,6 +120,20 @@ async def check_capability(
         target=target,
         change=change,
         reason=ask or "",
+    )
+
+
+def _unnameable(tool_name: str, exc: ValueError) -> dict[str, Any]:
+    """What the call needs cannot be written as a scope entry (a backslash or newline in
+    a path, a command over the length limit), so no amendment can grant it."""
+    reason = str(exc)
+    if isinstance(exc, ValidationError):
+        reason = str(exc.errors()[0].get("msg", "")).removeprefix("Value error, ")
+    return error_result(
+        ErrorCode.INVALID_ARGS,
+        f"this call cannot be asked for as a scope amendment: {reason}",
+        "use a plain workspace path, or a shorter command (a script file, say)",
+        tool=tool_name,
     )
 
 
