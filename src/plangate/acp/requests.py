@@ -120,7 +120,7 @@ class ToolCallFields:
             shown = [message]
             wants = _scope(payload.get("wants"))
             if request.kind == "amendment" and wants is not None:
-                shown.append("Outside the approved scope:\n" + _scope_lines(wants))
+                shown.append("Outside the approved scope:\n" + _scope_lines(wants, wanted=True))
             if payload.get("scope_summary"):
                 shown.append(f"Approved scope: {payload['scope_summary']}")
             self.content = [text_content("\n\n".join(shown))]
@@ -196,10 +196,12 @@ def _scope(value: Any) -> Scope | None:
         return None
 
 
-def _scope_lines(scope: Scope) -> str:
+def _scope_lines(scope: Scope, *, wanted: bool = False) -> str:
+    """Each entry of a scope, or (``wanted``) of what a call asks for beyond one."""
     lines = [f"- write {path}" for path in scope.write]
     lines += [f"- run {command}" for command in scope.commands]
-    lines.append(f"- network: {'yes' if scope.network else 'no'}")
+    if scope.network or not wanted:
+        lines.append(f"- network: {'yes' if scope.network else 'no'}")
     return "\n".join(lines)
 
 

@@ -210,7 +210,7 @@ def render_pending(
         wants = _scope_of(payload.get("wants"))
         if request.kind == "amendment" and wants is not None:
             parts.append(Text("Outside the approved scope:", "bold"))
-            parts.append(scope_table(wants))
+            parts.append(scope_table(wants, wanted=True))
         if payload.get("scope_summary"):
             parts.append(Text(f"Approved scope: {payload['scope_summary']}", "dim"))
         if payload.get("diff"):
@@ -251,14 +251,16 @@ def _scope_of(value: Any) -> Scope | None:
         return None
 
 
-def scope_table(scope: Scope) -> Table:
+def scope_table(scope: Scope, *, wanted: bool = False) -> Table:
     """A scope as a list: each path or glob it writes, each command prefix it runs, and
-    the network."""
+    the network. ``wanted``: what a call asks for beyond a scope (the network is listed
+    only when asked for)."""
     table = Table(show_header=False, box=None, padding=(0, 1))
     for label, values in (("write", scope.write), ("run", scope.commands)):
         for index, value in enumerate(values):
             table.add_row(Text(label if index == 0 else ""), Text(value))
-    table.add_row(Text("network"), Text("yes" if scope.network else "no"))
+    if scope.network or not wanted:
+        table.add_row(Text("network"), Text("yes" if scope.network else "no"))
     return table
 
 
