@@ -702,6 +702,8 @@ def test_fix_14_ask_for_each_edit_shows_each_diff_and_asks(tmp_path: Path) -> No
     child.expect(PROMPT)
     child.sendline("/status")
     child.expect(r"approved")
+    child.expect(r"scope     This plan may write `inventory/stock.py`")
+    child.expect(r"acting    ask for each edit within the approved scope")
     child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)

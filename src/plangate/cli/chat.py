@@ -538,6 +538,11 @@ class Chat:
             lines.append(
                 f"plan      {record.status.value} · revision {record.content_revisions} · {record.objective}"
             )
+            if record.scope is not None:
+                lines.append(f"scope     {record.scope.summary()}")
+            if record.is_being_implemented():
+                how = "ask for each edit" if record.permission == "ask_each_edit" else "auto"
+                lines.append(f"acting    {how} within the approved scope")
         for request in pending:
             lines.append(f"waiting   {request.kind} request ({request.tool_name})")
         if todos:
