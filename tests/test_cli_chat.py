@@ -666,6 +666,9 @@ def test_fix_14_a_drifting_model_waits_for_the_amendment_in_the_terminal(
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     assert (workspace / "README.md").read_text() == readme
+    log = transcript(tmp_path)
+    assert log.count("waits for your decision") == 2
+    assert "adk_request_confirmation" not in log  # the pause is shown as the request
 
 
 def test_fix_14_ask_for_each_edit_shows_each_diff_and_asks(tmp_path: Path) -> None:

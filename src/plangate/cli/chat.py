@@ -41,6 +41,7 @@ from plangate.cli.options import (
     data_sources,
 )
 from plangate.cli.render import (
+    is_confirmation,
     protocol_line,
     render_call,
     render_pending,
@@ -616,6 +617,8 @@ class _RunView:
                     console.print(Text.assemble(("● ", "bold"), part.text))
             elif part.function_call is not None:
                 name = part.function_call.name or ""
+                if is_confirmation(name):
+                    continue  # the pause itself; the request is asked after the run
                 render_call(console, name, dict(part.function_call.args or {}))
                 self._activity(f"running {name}… (Esc cancels)")
             elif part.function_response is not None:

@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from plangate.adk.capability import CONFIRMATION_CALL
 from plangate.cli.tables import rows_table
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError
@@ -19,6 +20,7 @@ from plangate.plan.scope import Scope, ScopeError, parse_scope
 from plangate.result_text import describe_result, summarize_result
 
 __all__ = [
+    "is_confirmation",
     "protocol_next_step",
     "render_call",
     "render_pending",
@@ -51,7 +53,16 @@ def render_call(console: Console, name: str, args: dict[str, Any]) -> None:
     )
 
 
+def is_confirmation(name: str | None) -> bool:
+    """ADK's own call that pauses a tool for the human (an amendment, an edit review):
+    the request is shown as its own panel, so the call itself is not."""
+    return name == CONFIRMATION_CALL
+
+
 def render_result(console: Console, name: str, result: dict[str, Any]) -> None:
+    if str(result.get("status") or "") in WAITING_STATUSES and "error" not in result:
+        console.print(Text.assemble(("    ⏸ ", "yellow"), ("waits for your decision", "dim")))
+        return
     outcome = describe_result(name, result)
     hint = (f" — {outcome.hint}", "dim") if outcome.hint else ""
     if outcome.kind == "refused":
@@ -295,6 +306,9 @@ def render_reply_error(console: Console, error: ReplyError) -> None:
     )
 
 
+WAITING_STATUSES = frozenset({"pending_amendment", "pending_edit", "pending_tool"})
+"""A call's result while it waits for the human (the request is asked after the run)."""
+
 TRANSCRIPT_EVENTS = 60
 """Events of a resumed session replayed on screen; older ones are counted, not shown."""
 
@@ -319,9 +333,17 @@ def render_transcript(console: Console, events: list[Any]) -> None:
                 else:
                     console.print(Text.assemble(("● ", "bold"), part.text))
             elif part.function_call is not None:
+                if is_confirmation(part.function_call.name):
+                    continue
                 render_call(
                     console, part.function_call.name or "", dict(part.function_call.args or {})
                 )
+            elif part.function_response is not None and is_confirmation(
+                part.function_response.name
+            ):
+                confirmed = (part.function_response.response or {}).get("confirmed")
+                shown = "(approved)" if confirmed else "(refused)"
+                console.print(Text.assemble(("you> ", "bold"), (shown, "dim")))
             elif part.function_response is not None and event.author == "user":
                 reply = dict(part.function_response.response or {})
                 console.print(Text.assemble(("you> ", "bold"), (_reply_line(reply), "dim")))
