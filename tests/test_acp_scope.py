@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from acp.schema import FileEditToolCallContent, ToolCallUpdate
+from acp.schema import FileEditToolCallContent, ToolCallStart, ToolCallUpdate
 
 from acp_support import editor, open_session, planning_session, prompt, script, sqlite_database_url
 from plangate.plan import PlanStatus
@@ -89,6 +89,10 @@ async def test_fix_14_the_approval_shows_the_scope_and_an_amendment_carries_the_
         (readme_diff,) = diffs(refused)
         assert (readme_diff.old_text, readme_diff.new_text) == (readme, "gone\n")
         assert "SCOPE_AMENDMENT_REFUSED" in client.text()
+        # The paused Write is shown once, as the request, then finishes once.
+        assert not [u for u in client.of(ToolCallStart) if "confirmation" in u.title]
+        assert [u.status for u in client.results(amend.tool_call_id)] == ["completed"]
+        assert [u.status for u in client.results(refused.tool_call_id)][-1] == "failed"
     assert (workspace / STOCK).read_text() == "# fixed\n"
     assert (workspace / ".github" / "ci.yml").read_text() == "on: push\n"
     assert (workspace / "README.md").read_text() == readme

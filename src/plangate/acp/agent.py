@@ -640,6 +640,10 @@ class PlangateAgent:
             resolution = state.resolutions.get(settled.call_id)
             if resolution is None:
                 await self._send(live, requests.withdrawn(settled.call_id))
+            elif resolution.decides_call and resolution.result.get("status") == "approved":
+                # An allowed amendment, edit or call: the call itself runs now, and its
+                # own result finishes the card.
+                await self._send(live, requests.allowed(settled.call_id, resolution.result))
             else:
                 await self._send(
                     live,

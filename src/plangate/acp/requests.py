@@ -39,6 +39,7 @@ __all__ = [
     "IN_WORDS",
     "NO_ANSWER",
     "ToolCallFields",
+    "allowed",
     "elicited_words",
     "next_message_notice",
     "not_sent_notice",
@@ -393,6 +394,15 @@ def elicited_words(response: Any) -> str | None:
         return None
     text = str((response.content or {}).get(WORDS_FIELD) or "").strip()
     return text or None
+
+
+def allowed(call_id: str, result: dict[str, Any]) -> ToolCallProgress:
+    """A paused call the user allowed: it runs now (its own result follows)."""
+    return update_tool_call(
+        call_id,
+        status="in_progress",
+        content=[text_content(str(result.get("message") or "Allowed; the call runs."))],
+    )
 
 
 def withdrawn(call_id: str) -> ToolCallProgress:

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from plangate.adk.capability import CONFIRMATION_CALL
 from plangate.cli.tables import rows_table
+from plangate.plan.amendments import WAITING_STATUSES
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError
 from plangate.plan.scope import Scope, ScopeError, parse_scope
@@ -305,9 +306,6 @@ def render_reply_error(console: Console, error: ReplyError) -> None:
         )
     )
 
-
-WAITING_STATUSES = frozenset({"pending_amendment", "pending_edit", "pending_tool"})
-"""A call's result while it waits for the human (the request is asked after the run)."""
 
 TRANSCRIPT_EVENTS = 60
 """Events of a resumed session replayed on screen; older ones are counted, not shown."""

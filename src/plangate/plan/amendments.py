@@ -38,6 +38,7 @@ __all__ = [
     "AMENDMENT_REFUSED",
     "EDIT_REFUSED",
     "TOOL_REFUSED",
+    "WAITING_STATUSES",
     "request_amendment",
     "resolve_amendment",
 ]
@@ -46,6 +47,8 @@ AMENDMENT_REFUSED = ErrorCode.SCOPE_AMENDMENT_REFUSED
 EDIT_REFUSED = ErrorCode.EDIT_REFUSED
 TOOL_REFUSED = ErrorCode.TOOL_CALL_REFUSED
 MAX_DIFF_CHARS = 20_000
+WAITING_STATUSES = frozenset({"pending_amendment", "pending_edit", "pending_tool"})
+"""The status of a paused call's result while its request waits for the human."""
 
 
 def request_amendment(
