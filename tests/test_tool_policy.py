@@ -270,3 +270,35 @@ async def test_fix_14_a_policy_ask_does_not_skip_the_scope(tmp_path: Path) -> No
     events = await _answer(harness, session, approve=False)
     assert tool_results(events, "Write")[-1]["error"].startswith("TOOL_CALL_REFUSED: ")
     assert not (workspace / "inventory" / "new.py").exists()
+
+
+async def test_fix_14_a_call_allowed_while_planning_still_needs_the_scope(tmp_path: Path) -> None:
+    """A command the policy asked for while planning, allowed in the same answer as the
+    plan: when it runs the approved scope governs, and that allowance did not cover it."""
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        'version = 1\n[[tool]]\nname = "Bash"\neffect = "shell"\n'
+        'planning = "ask"\nacting = "allow"\n'
+    )
+    model = ScriptedLlm()
+    harness = Harness(
+        build_coding_agent(workspace, model, policy_file=policy), f"sqlite:///{tmp_path / 'p.db'}"
+    )
+    await harness.start({"agent_mode": "plan"})
+    model.add(
+        [call("update_plan_content", content=STOCK_PLAN, scope={"commands": ["python -m pytest"]})],
+        [call("Bash", command="ls inventory"), call("exit_plan_mode", summary="ready")],
+    )
+    await harness.send("fix it")
+    session = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
+    asked, approval = sorted(await session.pending(), key=lambda r: r.kind != "tool")
+    assert (asked.kind, approval.kind) == ("tool", "exit")
+    await session.submit(PlanSession.approve(asked))
+    model.add([text("ok")])
+    waiting = await session.submit(PlanSession.approve(approval))
+    assert waiting.message is not None
+    events = await harness.send(waiting.message)
+    (result,) = tool_results(events, "Bash")
+    assert result["code"] == "OUTSIDE_SCOPE" and "run `ls inventory`" in result["message"]
+    assert await session.pending() == []

@@ -88,7 +88,7 @@ async def check_capability(
         if missing.is_empty():
             return None
         return error_result(
-            ErrorCode.SCOPE_AMENDMENT_REFUSED,
+            ErrorCode.OUTSIDE_SCOPE,
             f"the user allowed this call before the plan's scope applied, and it needs "
             f"more than the approved scope: {missing.asks()}; it did not run",
             "call it again to ask the user for an amendment, or stay within the scope",
