@@ -72,7 +72,7 @@ async def check_capability(
         return None
     call_id = getattr(tool_context, "function_call_id", None) or ""
     resolution = state.resolutions.get(call_id)
-    found: tuple[Wants, str, FileChange | None] | None = None
+    found: tuple[Wants, str, Path | None] | None = None
     if resolution is not None and resolution.decides_call:
         if resolution.result.get("status") != "approved":
             return resolution.result
@@ -99,7 +99,7 @@ async def check_capability(
     found = await asyncio.to_thread(_wants, tool, args)
     if found is None:
         return await _pause_for_policy(runtime, tool, tool_context, ask)
-    wants, target, change = found
+    wants, target, written = found
     try:
         missing = record.scope.missing(wants) if record.scope is not None else Scope()
         edit = Scope(write=wants.paths) if record.permission == "ask_each_edit" else Scope()
@@ -111,6 +111,12 @@ async def check_capability(
         kind, asked = "edit", edit
     else:
         return await _pause_for_policy(runtime, tool, tool_context, ask)
+    # The diff is read only for a call that waits: an in-scope write does not pay for it.
+    change = (
+        await asyncio.to_thread(_diff, tool.name, written, wants.paths[0], args)
+        if written is not None and wants.paths
+        else None
+    )
     return await _pause(
         runtime,
         tool_context,
@@ -271,8 +277,8 @@ def _waiting(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, FileChange | None] | None:
-    """What the call needs, a name for it, and the diff of a file write."""
+def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, Path | None] | None:
+    """What the call needs, a name for it, and the file a write changes (resolved)."""
     declared = write_path_of(tool)
     if declared is not None:
         arg, root = declared
@@ -284,7 +290,7 @@ def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, FileChange | No
         if resolved != real_root and real_root not in resolved.parents:
             return None  # outside the workspace: the tool refuses it
         rel = resolved.relative_to(real_root).as_posix()
-        return Wants(paths=(rel,)), f"{tool.name} {rel}", _diff(tool.name, resolved, rel, args)
+        return Wants(paths=(rel,)), f"{tool.name} {rel}", resolved
     effect = effect_of(tool)
     if effect is Effect.SHELL:
         command = args.get("command")
