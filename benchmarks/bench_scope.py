@@ -45,10 +45,10 @@ def main() -> None:
     (folder / "src").mkdir()
     tools = {tool.name: tool for tool in workspace_tools(Workspace(folder))}
     write, bash = tools["Write"], tools["Bash"]
-    scope = Scope(write=["src/**"], commands=["python -m pytest", "ruff check", "ruff format"])
-    record = t.update_content(
-        t.force_enter(None, objective="x", now=0.0).record, content="1. a", now=0.0
-    ).record
+    scope = Scope(write=("src/**",), commands=("python -m pytest", "ruff check", "ruff format"))
+    entered = t.force_enter(None, objective="x", now=0.0)
+    assert entered is not None
+    record = t.update_content(entered.record, content="1. a", now=0.0).record
     policy = GatePolicy()
     gate = _best(
         lambda: decide(ToolCall("Write", {"path": "src/a.py"}, Effect.WRITE), record, policy), n
