@@ -185,6 +185,24 @@ async def test_a_command_outside_the_prefixes_waits(tmp_path: Path) -> None:
     assert not (workspace / "made.txt").exists()
 
 
+async def test_read_only_commands_need_no_scope_entry(tmp_path: Path) -> None:
+    """What ran while planning without asking (proven read-only) runs after approval
+    without an amendment; only the part with side effects is asked for."""
+    harness, model, session, workspace = await _planned(tmp_path)
+    model.add(
+        [call("Bash", command="ls inventory && git status --short | head -5")],
+        [call("Bash", command="cat README.md && touch made.txt")],
+    )
+    events = await _approve(harness, session)
+    listed, paused = tool_results(events, "Bash")
+    assert "error" not in listed, listed
+    assert "stock.py" in str(listed)
+    assert paused["status"] == "pending_amendment", paused
+    (request,) = await session.pending()
+    assert request.payload["wants"]["commands"] == ["touch made.txt"]
+    assert not (workspace / "made.txt").exists()
+
+
 async def test_network_needs_an_amendment_when_the_scope_has_none(tmp_path: Path) -> None:
     harness, model, session, _ = await _planned(tmp_path)
     model.add([call("Bash", command="curl -s https://example.com")])
@@ -246,3 +264,25 @@ async def test_a_plan_without_a_scope_acts_as_before(tmp_path: Path) -> None:
     assert (workspace / "anything" / "new.txt").read_text() == "ok"
     record = await session.record()
     assert record is not None and record.sha256 == content_sha256(PLAN)
+
+
+async def test_fix_14_a_call_no_scope_entry_can_name_is_an_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A path with a backslash or newline, or a command over the entry length, cannot be
+    written into a scope, so no amendment can grant it: the model gets INVALID_ARGS in
+    the same run and nothing is written."""
+    harness, model, session, workspace = await _planned(tmp_path)
+    long_command = "python -c " + repr("x" * 600)
+    model.add(
+        [call("Write", path="a\\b.txt", content="x")],
+        [call("Write", path="c\nd.txt", content="x")],
+        [call("Bash", command=long_command)],
+        [text("done")],
+    )
+    events = await _approve(harness, session)
+    results = tool_results(events, "Write") + tool_results(events, "Bash")
+    assert [r["code"] for r in results] == ["INVALID_ARGS"] * 3
+    assert "backslash" in results[0]["message"] and "longer than" in results[2]["message"]
+    assert await session.pending() == []
+    assert not (workspace / "a\\b.txt").exists() and not (workspace / "c\nd.txt").exists()

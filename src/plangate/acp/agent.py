@@ -647,7 +647,7 @@ class PlangateAgent:
                 written = kept or plan_file.write(shown, request.approval_id)
                 live.plan_file_for = request.approval_id if written else None
             fields = requests.request_tool_call(
-                request, record, plan_file.path if live.plan_file_for else None
+                request, record, plan_file.path if live.plan_file_for else None, live.workspace
             )
             await self._send(live, fields.card(started=request.call_id in mapper.started))
             mapper.started.setdefault(request.call_id, request.tool_name)
@@ -713,6 +713,10 @@ class PlangateAgent:
             resolution = state.resolutions.get(settled.call_id)
             if resolution is None:
                 await self._send(live, requests.withdrawn(settled.call_id))
+            elif resolution.decides_call and resolution.result.get("status") == "approved":
+                # An allowed amendment, edit or call: the call itself runs now, and its
+                # own result finishes the card.
+                await self._send(live, requests.allowed(settled.call_id, resolution.result))
             else:
                 await self._send(
                     live,
