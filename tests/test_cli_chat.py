@@ -770,3 +770,41 @@ def test_fix_14_ask_for_each_edit_shows_each_diff_and_asks(tmp_path: Path) -> No
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     assert stock.read_text() == "# one\n"
+
+
+def test_fix_14_the_reviewer_edits_the_scope_in_the_editor(tmp_path: Path) -> None:
+    """[e]dit opens the plan with its scope above it (TOML between +++ lines): a broken
+    scope is refused with the reason and the edits are kept for another try; the edited
+    scope is what the approval grants."""
+    editor = tmp_path / "scope-editor.sh"
+    editor.write_text(
+        "#!/bin/sh\n"
+        'if [ ! -e "$0.once" ]; then touch "$0.once"\n'
+        '  sed -i \'s#\\["inventory/stock.py"\\]#["../outside.txt"]#\' "$1"\n'
+        "else\n"
+        '  sed -i \'s#\\["\\.\\./outside.txt"\\]#["inventory/stock.py", "CHANGELOG.md"]#\' "$1"\n'
+        "fi\n"
+    )
+    editor.chmod(0o755)
+    child, _ = start(tmp_path, env={"EDITOR": str(editor)})
+    child.sendline("Fix the failing test")
+    child.expect(r"Enter Plan Mode\?")
+    child.sendline("y")
+    child.expect(r"option number or text")
+    child.sendline("1")
+    child.expect(r"Approve this plan\?")
+    child.sendline("e")
+    child.expect(r"The plan was not approved: the scope's 'write")
+    child.expect(r"\[k\]eep editing / \[d\]iscard edits:")
+    child.sendline("k")
+    child.expect("Your edits")
+    child.expect(r'\+write = \["inventory/stock.py", "CHANGELOG.md"\]')
+    child.expect(r"Approve the edited plan\?")
+    child.sendline("a")
+    child.expect("5 passed")
+    child.expect(PROMPT)
+    child.sendline("/status")
+    child.expect(r"scope     This plan may write `inventory/stock.py`, `CHANGELOG.md`")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)

@@ -60,6 +60,7 @@ from plangate.models.demo import DemoModel
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode
 from plangate.plan.scope import Permission
+from plangate.plan.scope_text import ScopeTextError, split_scope_block, with_scope_block
 from plangate.sandbox.probe import sandbox_summary
 
 __all__ = ["add_chat_parser", "resume_command", "run_chat"]
@@ -448,19 +449,35 @@ class Chat:
     async def _edit(self, request: PendingRequest, record: PlanRecord) -> types.Content | None:
         """Edit the plan in $EDITOR, show the diff, then approve / keep editing / discard.
         Never approves the moment the editor closes; None goes back to the first choice."""
-        text = record.content
+        # A scoped plan is edited with its scope below it, so the reviewer can narrow or
+        # widen what approval grants in the same place (see plan/scope_text.py).
+        shown = (
+            with_scope_block(record.content, record.scope)
+            if record.scope is not None
+            else record.content
+        )
+        text = shown
         while True:
             edited = await asyncio.to_thread(edit_text, text)
             if edited.text is None:
                 self._warn(f"Editing failed: {edited.error}. Nothing was approved; choose again.")
                 return None
             text = edited.text
-            if text.strip() == record.content.strip():
+            try:
+                content, scope = split_scope_block(text)
+            except ScopeTextError as exc:
+                self._warn(f"The plan was not approved: {exc}.")
+                if await self._keep_editing():
+                    continue
+                return None
+            content_changed = content.strip() != record.content.strip()
+            scope_changed = scope is not None and scope != record.scope
+            if not content_changed and not scope_changed:
                 self._warn("The plan is unchanged; nothing was approved. Choose again.")
                 return None
             self.console.print(
                 Panel(
-                    diff_text(record.content, text),
+                    diff_text(shown, text),
                     title="Your edits",
                     border_style="green",
                     title_align="left",
@@ -480,7 +497,12 @@ class Chat:
                     if request.call_id not in {r.call_id for r in await self.session.pending()}:
                         return None
                 elif (permission := _permission_choice(lowered)) is not None:
-                    return PlanSession.approve(request, content=text, permission=permission)
+                    return PlanSession.approve(
+                        request,
+                        content=content if content_changed else None,
+                        scope=scope if scope_changed else None,
+                        permission=permission,
+                    )
                 elif lowered in ("k", "keep", "keep editing", "e", "edit"):
                     break
                 elif lowered in ("d", "discard"):
@@ -488,6 +510,19 @@ class Chat:
                     return None
                 else:
                     self._warn("Please choose a, s, k or d.")
+
+    async def _keep_editing(self) -> bool:
+        """After an edit that cannot be approved: back to the editor (nothing typed is
+        lost), or drop the edits."""
+        while True:
+            choice = (await self._read("[k]eep editing / [d]iscard edits: ", decision=True)).strip()
+            lowered = choice.lower()
+            if lowered in ("k", "keep", "keep editing", "e", "edit"):
+                return True
+            if lowered in ("d", "discard"):
+                self._warn("Edits discarded; the plan is as shown.")
+                return False
+            self._warn("Please choose k or d.")
 
     def _warn(self, message: str) -> None:
         self.console.print(Text(message, "yellow"))
