@@ -9,8 +9,8 @@ separate hop to the driver's thread; here the whole transaction is one function:
   rows and ``COMMIT``. Durability is SQLite's default, ``synchronous=FULL``: in WAL mode
   ``NORMAL`` can lose the last commits on power loss, and an approval the user saw
   recorded must survive that.
-- PostgreSQL: one transaction on the async engine with the journal rows in a single
-  ``executemany``.
+- PostgreSQL: one transaction on asyncpg directly, statements prepared once per
+  connection, the journal rows in a single ``executemany`` (``plangate.store.postgres``).
 
 The guarantee is the store's: a lost compare-and-set raises ``Conflict`` and nothing of
 the commit is applied.
@@ -244,6 +244,8 @@ async def commit(
     version of each put, in order. Raises ``Conflict`` with nothing applied."""
     if store.writer is not None:
         return await store.writer.commit(puts, events)
+    if store.postgres is not None:
+        return await store.postgres.commit(puts, events)
     async with store.transaction() as tx:
         versions = [await _put_async(tx, put) for put in puts]
         if events:
