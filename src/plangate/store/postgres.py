@@ -26,6 +26,7 @@ from plangate.journal.events import JournalEvent
 from plangate.store.errors import database_error
 from plangate.store.storable import clean_text, storable_json
 from plangate.store.store import Conflict, Document
+from plangate.store.writes import journal_row
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -118,7 +119,7 @@ class PostgresDocuments:
             (clean_text(p.kind), clean_text(p.key), storable_json(p.data), p.expected_version)
             for p in puts
         ]
-        rows = [_journal_row(scope, event) for scope, event in events]
+        rows = [journal_row(scope, event) for scope, event in events]
         if len(documents) == 1 and documents[0][3] is not None:
             return [await self._commit_one(*documents[0], rows)]  # pyright: ignore[reportArgumentType]
         try:
@@ -175,21 +176,3 @@ async def _put(conn: Any, kind: str, key: str, data: str, wanted: int | None) ->
 
 async def _version(conn: Any, kind: str, key: str) -> int | None:
     return await conn.fetchval(_SELECT_VERSION, kind, key)
-
-
-def _journal_row(scope: str, event: JournalEvent) -> tuple[Any, ...]:
-    def text(value: str | None) -> str | None:
-        return clean_text(value) if value is not None else None
-
-    return (
-        clean_text(scope),
-        clean_text(event.kind),
-        clean_text(event.subject),
-        text(event.from_state),
-        text(event.to_state),
-        clean_text(event.actor),
-        event.at,
-        event.revision,
-        text(event.sha256),
-        storable_json(event.detail),
-    )

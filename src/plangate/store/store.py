@@ -38,8 +38,8 @@ from plangate.store.storable import keep_text_storable, storable_json
 from plangate.store.urls import ensure_sqlite_folder, redacted, resolve_database_url
 
 if TYPE_CHECKING:
-    from plangate.store.postgres import PostgresDocuments
     from plangate.store.fresh import SqliteReader
+    from plangate.store.postgres import PostgresDocuments
     from plangate.store.writes import SqliteWriter
 
 T = TypeVar("T")
