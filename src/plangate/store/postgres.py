@@ -59,6 +59,7 @@ _ROWS = (
     "WITH ORDINALITY AS r(scope, kind, subject, from_state, to_state, actor, at, revision, "
     "sha256, detail, n) WHERE EXISTS (SELECT 1 FROM written) ORDER BY n"
 )
+_JOURNAL_WIDTH = 10
 _UPDATE_AND_JOURNAL = (
     "WITH written AS (UPDATE plangate_documents SET version = $1, data = $2, updated_at = $3 "
     "WHERE kind = $4 AND key = $5 AND version = $6 RETURNING version), "
@@ -137,7 +138,8 @@ class PostgresDocuments:
         self, kind: str, key: str, data: str, expected: int, rows: list[tuple[Any, ...]]
     ) -> int:
         """The common commit (one document, its journal rows) in one statement."""
-        columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * 10
+        # One array per journal column (unnest turns them back into rows).
+        columns: list[list[Any]] = [[row[i] for row in rows] for i in range(_JOURNAL_WIDTH)]
         statement = _INSERT_AND_JOURNAL if expected == 0 else _UPDATE_AND_JOURNAL
         try:
             async with await self._acquire() as conn:
