@@ -180,14 +180,15 @@ def make_before_model(runtime: PlanRuntime) -> Any:
         state, readable = await _step_boundary(runtime, scope, callback_context, replies)
         if readable:  # an unreadable store must not blank the mirror
             _mirror(runtime, state, callback_context, mirrored.dump(scope.key, state))
-        # Matching every call and reply of the history is needed only once a plan tool
-        # was used or a reply decided; until then each step costs the same at any length.
+        # Matching every call and reply of the history is needed only while a decision is
+        # recorded or a plan reply came without an id (see ``PlanHistory``); until then
+        # each step costs the same at any length.
         record = state.record
         if (
             state.resolutions
             or state.ignored
             or (record is not None and record.pending)
-            or history.has_plan_parts(callback_context.session)
+            or history.has_plan_reply_without_id(callback_context.session)
         ):
             ids = _call_ids(llm_request, callback_context, state)
             _canonicalise_replies(llm_request, state, ids)
