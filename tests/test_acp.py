@@ -101,7 +101,7 @@ async def test_planned_fix_with_question_and_approval_in_one_prompt(
     async with editor(tmp_path, workspace, database_url) as (client, conn):
         await planning_session(client, conn, workspace)
 
-        stop = await prompt(client, conn, "Fix the failing test", "0", "Approve")
+        stop = await prompt(client, conn, "Fix the failing test", "0", "approve")
         assert stop == "end_turn"
 
         kinds = {u.title.split(" ")[0]: u.kind for u in client.of(ToolCallStart)}
@@ -126,7 +126,8 @@ async def test_planned_fix_with_question_and_approval_in_one_prompt(
         assert approval.raw_input["revision"] == 1 and len(approval.raw_input["sha256"]) == 64
         assert approval.raw_input["plan"].startswith("# Fix over-reservation")
         assert [(o.name, o.kind) for o in approval_options] == [
-            ("Approve", "allow_once"),
+            ("Approve, auto within scope", "allow_once"),
+            ("Approve, ask for each edit", "allow_once"),
             ("Keep planning", "reject_once"),
             ("Reject with a note", "reject_once"),
         ]
@@ -159,7 +160,7 @@ async def test_the_agent_asks_to_enter_plan_mode_and_the_editor_follows(
     # No --workspace: the agent works in the folder the editor opened the session in.
     async with editor(tmp_path, None, database_url) as (client, conn):
         await new_session(client, conn, workspace)
-        stop = await prompt(client, conn, "Fix the failing test", "Enter Plan Mode", "0", "Approve")
+        stop = await prompt(client, conn, "Fix the failing test", "Enter Plan Mode", "0", "approve")
         assert stop == "end_turn"
         entry, options, asked_at = client.permissions[0]
         assert entry.kind == "switch_mode" and entry.title.startswith("Enter Plan Mode")
@@ -192,7 +193,7 @@ async def test_keep_planning_rejects_then_the_revised_plan_is_approved(
             "0",
             "Keep planning",
             "Answer in my own words",
-            "Approve",
+            "approve",
         )
         assert stop == "end_turn"
 
@@ -217,7 +218,7 @@ async def test_cancel_then_load_session_after_restart_advertises_the_mode_and_re
         await planning_session(client, conn, workspace)
         # The user stops the turn while the approved plan's tests run.
         client.cancel_at = "Run python -m pytest"
-        stop = await prompt(client, conn, "Fix the failing test", "0", "Approve")
+        stop = await prompt(client, conn, "Fix the failing test", "0", "approve")
         assert stop == "cancelled"
         [tests] = client.calls("Run python -m pytest")
         [stopped] = client.results(tests.tool_call_id)

@@ -103,7 +103,7 @@ async def test_a_question_beside_the_plan_submission_then_the_approval(
     )
     async with editor(tmp_path, workspace, database_url, *model) as (client, conn):
         await planning_session(client, conn, workspace)
-        stop = await prompt(client, conn, "add persistence", "SQLite", "Approve")
+        stop = await prompt(client, conn, "add persistence", "SQLite", "approve")
         assert stop == "end_turn"
 
         (question, _, _), (approval, _, _) = client.permissions

@@ -211,7 +211,7 @@ async def test_own_words_and_an_edited_plan_file_are_the_bound_replies(
 
         client.before_answer = edit_plan
         note = "Also cover reserving exactly what is on hand"
-        assert await prompt(client, conn, note, "Approve") == "end_turn"
+        assert await prompt(client, conn, note, "approve") == "end_turn"
         [rejected] = client.results(first.tool_call_id)
         assert rejected.raw_output["status"] == "rejected"
         assert rejected.raw_output["reviewer_note"] == note
@@ -264,7 +264,7 @@ async def test_an_open_approval_is_asked_again_after_a_cancel_and_after_load(
             "your next message."
         )
         start = len(client.updates)
-        assert await prompt(client, conn, "Go ahead", "Approve") == "end_turn"
+        assert await prompt(client, conn, "Go ahead", "approve") == "end_turn"
         [(again, _, asked_at)] = client.permissions[3:]
         assert again.tool_call_id == approval.tool_call_id
         before_asking = client.updates[start:asked_at]

@@ -83,7 +83,9 @@ def test_the_whole_demo_in_the_terminal(tmp_path: Path, editor: Path) -> None:
     child.sendline("e")
     child.expect("Your edits")
     child.expect(r"\+3\. Keep the error message unchanged")
-    child.expect(r"Approve the edited plan\? \[a\]pprove / \[k\]eep editing / \[d\]iscard")
+    child.expect(
+        r"Approve the edited plan\? \[a\]uto within scope / a\[s\]k for each edit / \[k\]eep"
+    )
     child.sendline("a")
     child.expect("5 passed")
     child.expect(r"Plan · approved · revision 2")
@@ -590,3 +592,122 @@ def test_piped_input_works_but_cannot_approve(tmp_path: Path) -> None:
     stock = tmp_path / ".plangate" / "workspace" / "inventory" / "stock.py"
     assert "on_hand + 1" in stock.read_text()
     assert "Input is not a terminal" not in result.stderr.decode()
+
+
+SCOPED_PLAN = [
+    [
+        {
+            "call": "update_plan_content",
+            "args": {
+                "content": "1. Fix the rounding in inventory/stock.py",
+                "scope": {"write": ["inventory/stock.py"], "commands": ["python -m pytest"]},
+            },
+        }
+    ],
+    [{"call": "exit_plan_mode", "args": {"summary": "fix the rounding"}}],
+]
+
+
+def test_fix_14_a_drifting_model_waits_for_the_amendment_in_the_terminal(
+    tmp_path: Path,
+) -> None:
+    """The scope is listed at approval; a write outside it pauses with exactly what it
+    wants; approving the amendment writes it, refusing leaves the file untouched; a
+    pasted answer never approves the amendment nobody saw yet."""
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            *SCOPED_PLAN,
+            [{"call": "Write", "args": {"path": "inventory/stock.py", "content": "# fixed\n"}}],
+            [{"call": "Write", "args": {"path": ".github/ci.yml", "content": "on: push\n"}}],
+            [
+                {
+                    "call": "Edit",
+                    "args": {"path": "README.md", "old_string": "#", "new_string": "##"},
+                }
+            ],
+            [{"echo": "after the refusal: "}],
+        ],
+    )
+    workspace = tmp_path / ".plangate" / "workspace"
+    child, _ = start(tmp_path, "--model", f"script:{script}")
+    child.sendline("/plan fix the rounding")
+    child.expect(r"This plan may write `inventory/stock.py`; run `python -m pytest`")
+    child.expect(r"write\s+inventory/stock\.py")
+    child.expect(r"run\s+python -m pytest")
+    child.expect(r"network\s+no")
+    child.expect(r"ask for each edit: every file write shows its diff")
+    child.expect(r"Approve this plan\? \[a\]uto within scope / a\[s\]k for each edit")
+    # One paste: the first line approves the plan on screen; the second answers nothing.
+    child.send("a\ra\r")
+    child.expect(r"Amend the plan's scope\?")
+    child.expect(r"also wants to write `\.github/ci\.yml`")
+    child.expect(r"Outside the approved scope:")
+    child.expect(r"write\s+\.github/ci\.yml")
+    child.expect(r"\+on: push")
+    child.expect(r"Approve the amendment \(the scope grows by this\)\? \[a\]pprove / \[r\]efuse:")
+    assert not (workspace / ".github" / "ci.yml").exists()
+    assert (workspace / "inventory" / "stock.py").read_text() == "# fixed\n"
+    child.sendline("/status")
+    child.expect(r"waiting\s+amendment")
+    child.expect(r"Approve the amendment")
+    child.sendline("a")
+    child.expect(r"also wants to write `README\.md`")
+    child.expect(r"-# ")
+    child.expect(r"Approve the amendment")
+    readme = (workspace / "README.md").read_text()
+    assert (workspace / ".github" / "ci.yml").read_text() == "on: push\n"
+    child.sendline("r")
+    child.expect(r"Why not\?")
+    child.sendline("keep the README")
+    child.expect("after the refusal: ")
+    child.expect("SCOPE_AMENDMENT_REFUSED")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert (workspace / "README.md").read_text() == readme
+    log = transcript(tmp_path)
+    assert log.count("waits for your decision") == 2
+    assert "adk_request_confirmation" not in log  # the pause is shown as the request
+
+
+def test_fix_14_ask_for_each_edit_shows_each_diff_and_asks(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            *SCOPED_PLAN,
+            [{"call": "Write", "args": {"path": "inventory/stock.py", "content": "# one\n"}}],
+            [{"call": "Write", "args": {"path": "inventory/stock.py", "content": "# two\n"}}],
+            [{"echo": "edits answered: "}],
+        ],
+    )
+    stock = tmp_path / ".plangate" / "workspace" / "inventory" / "stock.py"
+    child, _ = start(tmp_path, "--model", f"script:{script}")
+    child.sendline("/plan fix the rounding")
+    child.expect(r"Approve this plan\?")
+    child.sendline("s")
+    child.expect(r"Review this edit\?")
+    child.expect(r"\+# one")
+    child.expect(r"Apply this edit\? \[a\]pply / \[r\]efuse:")
+    original = stock.read_text()
+    assert "# one" not in original
+    child.sendline("a")
+    child.expect(r"Review this edit\?")
+    child.expect(r"-# one")
+    child.expect(r"\+# two")
+    child.expect(r"Apply this edit\?")
+    assert stock.read_text() == "# one\n"
+    child.sendline("r")
+    child.expect(r"Why not\?")
+    child.sendline("")
+    child.expect("edits answered: ")
+    child.expect("EDIT_REFUSED")
+    child.expect(PROMPT)
+    child.sendline("/status")
+    child.expect(r"approved")
+    child.expect(r"scope     This plan may write `inventory/stock.py`")
+    child.expect(r"acting    ask for each edit within the approved scope")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert stock.read_text() == "# one\n"

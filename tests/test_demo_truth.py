@@ -188,3 +188,37 @@ def test_the_surface_reaches_the_demo_and_is_checked() -> None:
     assert isinstance(model, DemoModel) and model.surface == "web"
     with pytest.raises(ValueError):
         DemoModel(surface="fax")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("approve_edit", [True, False])
+async def test_an_edit_reviewed_on_approval_is_applied_or_refused_as_said(
+    tmp_path: Path, workspace: Path, approve_edit: bool
+) -> None:
+    """With "ask for each edit" the fix waits for the reviewer; refused, the demo says so
+    (never that the file changed under it) and marks nothing done."""
+    session = await open_demo(tmp_path, workspace, surface="web")
+    stock = workspace / "inventory" / "stock.py"
+    before = stock.read_text()
+    reviewed: list[str] = []
+
+    def decide(request: PendingRequest) -> types.Content:
+        if request.kind == "edit":
+            reviewed.append(str(request.payload.get("diff")))
+            if approve_edit:
+                return PlanSession.approve(request)
+            return PlanSession.reject(request, note="not now")
+        return plan_then(lambda r: PlanSession.approve(r, permission="ask_each_edit"))(request)
+
+    said = await drive(session, "Fix the failing test", decide)
+    (diff,) = reviewed
+    assert "-        if quantity > on_hand + 1:\n+        if quantity > on_hand:\n" in diff
+    if approve_edit:
+        assert "on_hand + 1" not in stock.read_text()
+        assert said[-1].startswith("[demo] Done.") and "5 passed" in said[-1]
+        return
+    assert stock.read_text() == before
+    assert said[-1] == (
+        "[demo] You refused the edit of `inventory/stock.py`, so the fix is not applied: "
+        "nothing was changed and nothing was marked done."
+    )
+    assert all(status != "completed" for _, status in await todos(session))

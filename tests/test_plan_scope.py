@@ -246,3 +246,25 @@ async def test_a_plan_without_a_scope_acts_as_before(tmp_path: Path) -> None:
     assert (workspace / "anything" / "new.txt").read_text() == "ok"
     record = await session.record()
     assert record is not None and record.sha256 == content_sha256(PLAN)
+
+
+async def test_fix_14_a_call_no_scope_entry_can_name_is_an_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A path with a backslash or newline, or a command over the entry length, cannot be
+    written into a scope, so no amendment can grant it: the model gets INVALID_ARGS in
+    the same run and nothing is written."""
+    harness, model, session, workspace = await _planned(tmp_path)
+    long_command = "python -c " + repr("x" * 600)
+    model.add(
+        [call("Write", path="a\\b.txt", content="x")],
+        [call("Write", path="c\nd.txt", content="x")],
+        [call("Bash", command=long_command)],
+        [text("done")],
+    )
+    events = await _approve(harness, session)
+    results = tool_results(events, "Write") + tool_results(events, "Bash")
+    assert [r["code"] for r in results] == ["INVALID_ARGS"] * 3
+    assert "backslash" in results[0]["message"] and "longer than" in results[2]["message"]
+    assert await session.pending() == []
+    assert not (workspace / "a\\b.txt").exists() and not (workspace / "c\nd.txt").exists()

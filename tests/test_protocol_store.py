@@ -12,20 +12,22 @@ import asyncio
 import uuid
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 
+from plangate.errors import ErrorCode
 from plangate.journal.events import JournalEvent
 from plangate.protocol import DATA_ANALYSIS_REF, GENERAL_TASK_REF, IntentTransition
 from plangate.protocol.definitions import (
     ActionOutcome,
+    ProtocolError,
     ProtocolState,
     record_action,
     segment_id_for,
     start_segment,
 )
 from plangate.store.intents import IntentRepository, IntentRevision, IntentRevisionConflict
-from plangate.store.protocol_state import ProtocolStateStore, RunRecord
-from plangate.store.schema import intent_revisions, schema_migrations
+from plangate.store.protocol_state import SEGMENT_KIND, ProtocolStateStore, RunRecord
+from plangate.store.schema import documents, intent_revisions, schema_migrations
 from plangate.store.shared import shared_store
 from plangate.store.store import Conflict, Store
 
@@ -212,54 +214,58 @@ async def test_lineage_is_walked_beyond_one_hop(database_url: str) -> None:
     assert fork.fork_revision_id == first.id
 
 
-async def test_rewrite_and_checkpoint_branches_pin_the_right_revision(database_url: str) -> None:
+async def test_a_branch_takes_the_parents_run_bindings(database_url: str) -> None:
+    """A run paused at the fork resumes in the branch on the task it had."""
     store = await shared_store(database_url)
-    session = key()
-    base = await commit(store, session, transition("task"), None)
+    parent, child = key(), key()
+    base = await commit(store, parent, transition("task"), None)
     async with store.transaction() as tx:
         await IntentRepository(tx.connection).commit_for_run(
-            session,
+            parent,
             "run-r",
             expected_base_id=base.id,
             expected_head=base.id,
             transition=transition("task, refined", kind="refine", base=base, keep_identity=True),
             task_relation="refine",
         )
-    active = await read(store, lambda r: r.resolve_for_run(session, "run-r"))
-    rewrite, checkpoint = key(), key()
+    active = await read(store, lambda r: r.resolve_for_run(parent, "run-r"))
+    async with store.transaction() as tx:
+        fork = await IntentRepository(tx.connection).fork_session(parent, child)
+    assert fork.fork_revision_id == active.id
+    binding = await read(store, lambda r: r.binding(child, "run-r"))
+    assert (binding.base_revision_id, binding.active_revision_id) == (base.id, active.id)
+    assert (await read(store, lambda r: r.resolve_for_run(child, "run-r"))).id == active.id
+
+
+async def test_deleting_a_session_keeps_its_branches_and_what_they_pin(database_url: str) -> None:
+    """A branch is a session of its own: deleting its parent deletes the parent's intents
+    but not the revision the branch pins, nor what a grandchild inherits through it."""
+    store = await shared_store(database_url)
+    root, parent, child, grandchild = key(), key(), key(), key()
+    rooted = await commit(store, root, transition("root task"), None)
     async with store.transaction() as tx:
         repo = IntentRepository(tx.connection)
-        await repo.fork_session(
-            session, rewrite, await repo.rewrite_pin(session, "run-r"), kind="rewrite"
-        )
-        await repo.fork_session(
-            session, checkpoint, await repo.checkpoint(session, "run-r"), kind="checkpoint"
-        )
-    assert (await read(store, lambda r: r.resolve(rewrite))).id == base.id
-    assert (await read(store, lambda r: r.resolve(checkpoint))).id == active.id
-
-
-async def test_deleting_a_session_deletes_its_branches_intents(database_url: str) -> None:
-    store = await shared_store(database_url)
-    parent, child = key(), key()
-    first = await commit(store, parent, transition("task"), None)
+        await repo.fork_session(root, parent)
+    first = await commit(store, parent, transition("task", kind="replace", base=rooted), None)
+    later = await commit(store, parent, transition("later", kind="replace", base=first), first.id)
     async with store.transaction() as tx:
-        await IntentRepository(tx.connection).fork_session(parent, child)
-    await commit(store, child, transition("own", kind="replace", base=first), None)
+        repo = IntentRepository(tx.connection)
+        await repo.fork_session(parent, child, first.id)
+        await repo.fork_session(child, grandchild, None)
     async with store.transaction() as tx:
-        deleted = await IntentRepository(tx.connection).delete_session(parent)
-    assert set(deleted) == {parent, child}
+        await IntentRepository(tx.connection).delete_session(parent)
     assert await read(store, lambda r: r.resolve(parent)) is None
-    assert await read(store, lambda r: r.resolve(child)) is None
+    assert await read(store, lambda r: r.revision(later.id)) is None
+    assert (await read(store, lambda r: r.resolve(child))).id == first.id
+    assert (await read(store, lambda r: r.resolve(grandchild))).id == first.id
+    assert (await read(store, lambda r: r.resolve(root))).id == rooted.id
     async with store.engine.connect() as conn:
         left = (
             await conn.execute(
-                select(func.count())
-                .select_from(intent_revisions)
-                .where(intent_revisions.c.session_key.in_([parent, child]))
+                select(intent_revisions.c.id).where(intent_revisions.c.session_key == parent)
             )
-        ).scalar()
-    assert left == 0
+        ).scalars()
+        assert list(left) == [first.id]
 
 
 # --------------------------------------------------------------------------- protocol state
@@ -415,6 +421,27 @@ async def test_parallel_ledger_records_are_all_kept(database_url: str) -> None:
     await asyncio.gather(record_many(8), record_many(8))
     stored = (await states.segment(scope, segment.segment_id)).value
     assert len(stored.ledger) == 16 and stored.revision == 16
+
+
+async def test_a_missing_segment_is_a_coded_protocol_error(database_url: str) -> None:
+    store = await shared_store(database_url)
+    states = ProtocolStateStore(store)
+    scope = key() + "/analyst"
+    record, segment = run_record(scope, "run-1", "s")
+    await states.create(scope, record, segment, [])
+    async with store.transaction() as tx:
+        await tx.connection.execute(
+            delete(documents).where(
+                documents.c.kind == SEGMENT_KIND, documents.c.key.startswith(scope)
+            )
+        )
+    with pytest.raises(ProtocolError) as read_all:
+        await states.segments(scope, record)
+    with pytest.raises(ProtocolError) as update:
+        await states.update_segment(scope, segment.segment_id, lambda s: (s, []))
+    for raised in (read_all.value, update.value):
+        assert raised.code is ErrorCode.PROTOCOL_SEGMENT_MISSING
+        assert raised.detail == segment.segment_id and raised.hint
 
 
 # --------------------------------------------------------------------------- migrations

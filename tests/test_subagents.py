@@ -351,3 +351,36 @@ def test_spawn_tools_declare_spawn_and_snapshot_the_parent_tools(tmp_path: Path)
     spawn, dynamic = subagent_tools(tools)
     assert [spawn.name, dynamic.name] == ["spawn_subagent", "dynamic_subagent"]
     assert effect_of(spawn) is Effect.SPAWN and effect_of(dynamic) is Effect.SPAWN
+
+
+async def test_fix_14_a_subagent_is_held_to_the_parents_scope(
+    tmp_path: Path, database_url: str
+) -> None:
+    """A child's calls pass the same scope check; a call that would need the user cannot
+    wait inside the child's nested run, so it is refused there and nothing dangles."""
+    h, model, workspace = coding_harness(tmp_path, database_url)
+    await h.start({"agent_mode": "plan"})
+    model.add(
+        [call("update_plan_content", content="1. Fix Stock.reserve", scope={"write": [STOCK]})],
+        [call("exit_plan_mode", summary="fix reserve")],
+    )
+    exit_id = paused_call_id(await h.send("fix the stock bug"), "exit_plan_mode")
+    before = (workspace / "README.md").read_text()
+    model.add(
+        [call("dynamic_subagent", tools=["Write", "Edit"], prompt="fix and note")],
+        [call("Write", path=STOCK, content="# fixed\n")],
+        [call("Edit", path="README.md", old_string="#", new_string="##")],
+        [text("fixed stock; README not allowed")],
+        [text("done")],
+    )
+    events = await h.reply(exit_id, "exit_plan_mode", {"status": "approved"})
+    assert tool_results(events, "dynamic_subagent")[0]["text"] == "fixed stock; README not allowed"
+    assert (workspace / STOCK).read_text() == "# fixed\n"
+    assert (workspace / "README.md").read_text() == before
+    # The child's model saw the refusal as its Edit result.
+    refused = last_tool_result(child_requests(model)[-1], "Edit")
+    assert refused is not None and refused["code"] == "OUTSIDE_SCOPE"
+    assert "write `README.md`" in refused["message"]
+    record = await h.record()
+    assert record is not None and record.pending == [] and record.scope is not None
+    assert record.scope.write == (STOCK,)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from google.adk.agents import LlmAgent
 from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
@@ -30,16 +31,18 @@ from starlette.routing import Route
 
 from harness import Harness, make_agent, run_agreeing
 from plangate.adk import PlanOptions, telemetry
-from plangate.adk.protocols import get_protocol_state
+from plangate.adk.protocols import ProtocolOptions, get_protocol_state, setup_protocols
 from plangate.adk.runner import build_runner
+from plangate.adk.runtime import STATE_KIND
 from plangate.adk.session import PlanSession
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.data_agent import build_data_agent
 from plangate.agent.workspace import copy_sample_workspace
-from plangate.data import DataCatalog
+from plangate.data import DataCatalog, DataTools, data_adk_tools
 from plangate.journal.events import JournalEvent
 from plangate.models.demo import DemoModel
 from plangate.models.scripted import ScriptedLlm, call, text
+from protocol_support import ScriptedClassifier
 
 # -- the in-memory exporter ------------------------------------------------------------------
 
@@ -478,3 +481,45 @@ async def test_a_malformed_protocol_selection_is_a_failed_route_span_with_its_co
     assert route.status.status_code is StatusCode.ERROR
     assert route.attributes["plangate.error.code"] == "PROTOCOL_SELECTION_INVALID"
     assert "plangate.protocol" not in route.attributes
+
+
+async def test_a_rejected_handoff_is_reported_like_an_accepted_one(
+    spans: InMemorySpanExporter, tmp_path: Path, database_url: str
+) -> None:
+    model = ScriptedLlm().add(
+        [call("protocol_handoff", target_protocol="data-analysis@1", reason="again")],
+        [text("staying")],
+    )
+    agent = LlmAgent(
+        name="analyst",
+        model=model,
+        instruction="You analyse data.",
+        tools=data_adk_tools(DataTools(DataCatalog(cache_dir=tmp_path / "data"))),
+    )
+    setup_protocols(agent, ProtocolOptions(classifier=ScriptedClassifier()))
+    h = Harness(agent, database_url)
+    await h.start()
+    await h.send("analyze revenue by region")
+    finished = spans.get_finished_spans()
+    (proposed,) = events(finished, "plangate.protocol.handoff.proposed")
+    (rejected,) = events(finished, "plangate.protocol.handoff.rejected")
+    assert proposed["plangate.detail.reason"] == "again"
+    assert rejected["plangate.detail.reasonCode"] == "PROTOCOL_HANDOFF_SAME_PROTOCOL"
+    assert rejected["plangate.actor"] == "analyst"
+    assert events(finished, "plangate.protocol.handoff.accepted") == []
+
+
+async def test_resetting_a_corrupt_plan_state_is_reported(
+    spans: InMemorySpanExporter, database_url: str
+) -> None:
+    runner = build_runner(make_agent(ScriptedLlm()), database_url=database_url, app_name="reset")
+    session = await PlanSession.open(runner)
+    store = await session.runtime.store()
+    async with store.transaction() as tx:
+        await tx.put(STATE_KIND, session.scope.key, {"record": "not a plan"}, expected_version=0)
+    assert (await session.leave_plan()).startswith("The corrupt plan state was reset")
+    (reset,) = events(spans.get_finished_spans(), "plangate.plan.state.reset")
+    assert reset["plangate.actor"] == "user"
+    assert reset["plangate.journal.kind"] == "plan.state.reset"
+    assert reset["plangate.detail.archive_kind"] == "plan_state_corrupt"
+    assert str(reset["plangate.detail.found_version"]) == "1"

@@ -198,3 +198,107 @@ async def test_read_only_hint_is_shown_but_not_trusted(tmp_path: Path) -> None:
     (result,) = tool_results(await harness.send("look"), "lookup")
     assert result["error"].startswith("PLAN_MODE_GATE")
     assert "readOnlyHint" in result["error"] and CALLS == []
+
+
+WRITE_ASKS = """
+version = 1
+
+[[tool]]
+name = "Write"
+effect = "write"
+acting = "ask"
+justification = "writes are reviewed"
+"""
+STOCK_PLAN = "1. Fix the rounding in inventory/stock.py\n"
+
+
+async def _scoped_plan(tmp_path: Path) -> tuple[Harness, ScriptedLlm, PlanSession, Path]:
+    """A coding agent under a policy that asks for every Write, its scoped plan approved."""
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(WRITE_ASKS)
+    model = ScriptedLlm()
+    agent = build_coding_agent(workspace, model, policy_file=policy)
+    harness = Harness(agent, f"sqlite:///{tmp_path / 'p.db'}")
+    await harness.start({"agent_mode": "plan"})
+    model.add(
+        [call("update_plan_content", content=STOCK_PLAN, scope={"write": ["inventory/"]})],
+        [call("exit_plan_mode", summary="ready")],
+    )
+    await harness.send("fix it")
+    session = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
+    return harness, model, session, workspace
+
+
+async def _answer(harness: Harness, session: PlanSession, approve: bool) -> list[Any]:
+    (request,) = await session.pending()
+    reply = PlanSession.approve(request) if approve else PlanSession.reject(request, note="no")
+    waiting = await session.submit(reply)
+    assert waiting.message is not None
+    return await harness.send(waiting.message)
+
+
+async def test_fix_14_a_policy_ask_does_not_skip_the_scope(tmp_path: Path) -> None:
+    """Allowing a call the policy asks for is not an amendment: a write outside the scope
+    asks once for both, and only that answer lets it run."""
+    harness, model, session, workspace = await _scoped_plan(tmp_path)
+    (exit_request,) = await session.pending()
+    ci = workspace / ".github" / "ci.yml"
+    model.add([call("Write", path=".github/ci.yml", content="on: push\n")])
+    await harness.send(PlanSession.approve(exit_request))
+    (request,) = await session.pending()
+    # One request, an amendment, that names the policy's reason as well.
+    assert request.kind == "amendment"
+    assert "writes are reviewed" in request.payload["message"]
+    assert "`.github/ci.yml`" in request.payload["message"]
+    model.add([call("Write", path=".github/ci.yml", content="again\n")])
+    events = await _answer(harness, session, approve=False)
+    refused, waiting = tool_results(events, "Write")
+    assert refused["error"].startswith("SCOPE_AMENDMENT_REFUSED: ")
+    assert waiting["status"] == "pending_amendment"
+    assert not ci.exists()
+    # Asked again for the next call; approving the amendment runs it and widens the scope.
+    (again,) = await session.pending()
+    assert again.kind == "amendment"
+    model.add([call("Write", path="inventory/new.py", content="x = 1\n")])
+    await _answer(harness, session, approve=True)
+    assert ci.read_text() == "again\n"
+    # In scope, the policy still asks (as a tool call), and refusing leaves it unwritten.
+    (in_scope,) = await session.pending()
+    assert in_scope.kind == "tool" and "writes are reviewed" in in_scope.payload["message"]
+    model.add([text("ok")])
+    events = await _answer(harness, session, approve=False)
+    assert tool_results(events, "Write")[-1]["error"].startswith("TOOL_CALL_REFUSED: ")
+    assert not (workspace / "inventory" / "new.py").exists()
+
+
+async def test_fix_14_a_call_allowed_while_planning_still_needs_the_scope(tmp_path: Path) -> None:
+    """A command the policy asked for while planning, allowed in the same answer as the
+    plan: when it runs the approved scope governs, and that allowance did not cover it."""
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        'version = 1\n[[tool]]\nname = "Bash"\neffect = "shell"\n'
+        'planning = "ask"\nacting = "allow"\n'
+    )
+    model = ScriptedLlm()
+    harness = Harness(
+        build_coding_agent(workspace, model, policy_file=policy), f"sqlite:///{tmp_path / 'p.db'}"
+    )
+    await harness.start({"agent_mode": "plan"})
+    model.add(
+        [call("update_plan_content", content=STOCK_PLAN, scope={"commands": ["python -m pytest"]})],
+        [call("Bash", command="ls inventory"), call("exit_plan_mode", summary="ready")],
+    )
+    await harness.send("fix it")
+    session = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
+    asked, approval = sorted(await session.pending(), key=lambda r: r.kind != "tool")
+    assert (asked.kind, approval.kind) == ("tool", "exit")
+    await session.submit(PlanSession.approve(asked))
+    model.add([text("ok")])
+    waiting = await session.submit(PlanSession.approve(approval))
+    assert waiting.message is not None
+    events = await harness.send(waiting.message)
+    (result,) = tool_results(events, "Bash")
+    assert result["code"] == "OUTSIDE_SCOPE" and "run `ls inventory`" in result["message"]
+    assert await session.pending() == []

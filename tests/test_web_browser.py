@@ -348,3 +348,45 @@ def test_the_protocol_panel_follows_routing_a_failed_run_and_a_handoff(
     assert page.locator("#protocol-name").inner_text() == "data-analysis@1"
     assert page.locator(".tool.refused.by-protocol").count() == 1
     assert "Run failed: DATA_ACTIONS_REJECTED_BY_PROTOCOL" in timeline.inner_text()
+
+
+def test_branch_from_here_and_delete_a_thread_from_the_thread_list(page: Any, server: Any) -> None:
+    start_task(page, server.url, "plan")
+    page.locator(".card.question").wait_for()
+    source = page.evaluate("() => new URLSearchParams(location.hash.slice(1)).get('thread')")
+
+    page.locator("#threads-button").click()
+    row = page.locator(".thread-row", has=page.locator(f'[data-thread-id="{source}"]'))
+    row.locator('[data-action="branch"]').click()
+    page.wait_for_function("() => window.__events.some(e => e.type === 'THREAD_BRANCHED')")
+    [branched] = [e for e in events(page) if e["type"] == "THREAD_BRANCHED"]
+    assert branched["from"] == source and branched["threadId"] != source
+    # The branch opens where the thread was: the message and the waiting question.
+    page.locator(".card.question").wait_for()
+    assert page.locator(".msg.user").first.inner_text() == TASK
+    assert "Branched" in page.locator("#banner").inner_text()
+    shot(page, "20-branched")
+
+    # Delete the original: asked first; dismissing keeps it.
+    page.locator("#threads-button").click()
+    row = page.locator(".thread-row", has=page.locator(f'[data-thread-id="{source}"]'))
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    row.locator('[data-action="delete"]').click()
+    assert page.locator(f'.thread-item[data-thread-id="{source}"]').count() == 1
+    asked: list[str] = []
+
+    def accept(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", accept)
+    row.locator('[data-action="delete"]').click()
+    page.wait_for_function("() => window.__events.some(e => e.type === 'THREAD_DELETED')")
+    assert asked and asked[0].startswith(f'Delete the thread "{TASK}"?')
+    assert [e["threadId"] for e in events(page) if e["type"] == "THREAD_DELETED"] == [source]
+    page.locator(f'.thread-item[data-thread-id="{branched["threadId"]}"]').wait_for()
+    assert page.locator(f'.thread-item[data-thread-id="{source}"]').count() == 0
+    assert "deleted" in page.locator("#banner").inner_text()
+    shot(page, "21-deleted")
+    # The branch, still open, still waits for its answer.
+    assert page.locator(".card.question").count() == 1

@@ -52,7 +52,15 @@ def test_vendored_libraries_ship_with_versions_and_licences() -> None:
             assert int(entry["version"].split(".")[0]) == majors[name], name
     assert "axe-core 4." in (AXE.parent / "VERSION.txt").read_text()
     # No CDN: the page names only its own files.
-    for page in ("index.html", "app.js", "render.js", "app.css", "render.css"):
+    for page in (
+        "index.html",
+        "app.js",
+        "render.js",
+        "scope.js",
+        "app.css",
+        "cards.css",
+        "render.css",
+    ):
         assert not re.search(r"https?://", (STATIC / page).read_text()), page
 
 

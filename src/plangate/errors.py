@@ -58,6 +58,7 @@ class ErrorCode(StrEnum):
     SCOPE_AMENDMENT_REFUSED = "SCOPE_AMENDMENT_REFUSED"  # the user refused a scope amendment
     EDIT_REFUSED = "EDIT_REFUSED"  # a write outside the approved scope was refused
     TOOL_CALL_REFUSED = "TOOL_CALL_REFUSED"  # a call outside the approved scope was refused
+    OUTSIDE_SCOPE = "OUTSIDE_SCOPE"  # needs more than the scope and cannot wait for the user
 
     # -- tool policy --------------------------------------------------------------------
     POLICY_DENIED = "POLICY_DENIED"  # a deny rule matched

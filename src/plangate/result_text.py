@@ -20,6 +20,7 @@ Kind = Literal["ok", "error", "refused", "ignored"]
 _REFUSALS = {
     ErrorCode.PLAN_MODE_GATE: "plan gate",
     ErrorCode.POLICY_DENIED: "tool policy",
+    ErrorCode.OUTSIDE_SCOPE: "plan scope",
     ErrorCode.ACTION_NOT_ALLOWED_IN_PHASE: "protocol phase",
     ErrorCode.PROTOCOL_ACTION_BUDGET_EXHAUSTED: "protocol",
     ErrorCode.PROTOCOL_GUARD_REJECTED: "protocol",

@@ -33,7 +33,9 @@ from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
+    CloseSessionResponse,
     DeniedOutcome,
+    ForkSessionResponse,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -43,6 +45,8 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionForkCapabilities,
     SessionListCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
@@ -58,6 +62,7 @@ from plangate.acp import commands, mapping, requests
 from plangate.acp.listing import CWD_KEY, TITLE_KEY, session_page, title_for
 from plangate.acp.mcp import SessionToolsets, check_servers, start_servers
 from plangate.acp.plan_file import PlanFile
+from plangate.adk.branches import BranchError, fork_session
 from plangate.adk.contract import StreamingMode
 from plangate.adk.database import failure_text
 from plangate.adk.session import PlanSession
@@ -153,7 +158,11 @@ class PlangateAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(),
+                    fork=SessionForkCapabilities(),
+                    close=SessionCloseCapabilities(),
+                ),
             ),
             agent_info=_agent_info(),
         )
@@ -209,6 +218,52 @@ class PlangateAgent:
             modes=mapping.session_modes(live.mode),
             config_options=mapping.config_options(live.mode),
         )
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
+        """A new session that starts where ``session_id`` is now (history, plan state,
+        pending requests, protocol state, task) and goes its own way from here."""
+        running = self._sessions.get(session_id)
+        if running is not None and running.turn is not None and not running.turn.done():
+            raise RequestError(
+                -32602,
+                f"session '{session_id}' is running a prompt; fork it when the turn ends",
+                {"sessionId": session_id, "code": "RUN_IN_PROGRESS"},
+            )
+        servers = check_servers(mcp_servers)
+        workspace = self._workspace_for(cwd)
+        source = PlanSession(self._runner(workspace), user_id=USER_ID, session_id=session_id)
+        try:
+            session = await fork_session(source)
+        except BranchError as exc:
+            raise RequestError(
+                -32602, exc.message, {"sessionId": session_id, "code": exc.code.value}
+            ) from None
+        await self._attach(session.session_id, workspace, await start_servers(servers, workspace))
+        live = await self._track(session, workspace)
+        self._after_response(self._send(live, commands.available_commands()))
+        return ForkSessionResponse(
+            session_id=live.id,
+            modes=mapping.session_modes(live.mode),
+            config_options=mapping.config_options(live.mode),
+        )
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """Stop serving ``session_id``: its turn is cancelled and its MCP servers are
+        stopped. What it stored stays (``session/load`` opens it again)."""
+        live = self._live(session_id)
+        if live.turn is not None and not live.turn.done():
+            live.turn.cancel()
+            await asyncio.wait({live.turn})
+        await self._attach(session_id, live.workspace, [])
+        del self._sessions[session_id]
+        return CloseSessionResponse()
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -574,7 +629,7 @@ class PlangateAgent:
                 written = kept or plan_file.write(shown, request.approval_id)
                 live.plan_file_for = request.approval_id if written else None
             fields = requests.request_tool_call(
-                request, record, plan_file.path if live.plan_file_for else None
+                request, record, plan_file.path if live.plan_file_for else None, live.workspace
             )
             await self._send(live, fields.card(started=request.call_id in mapper.started))
             mapper.started.setdefault(request.call_id, request.tool_name)
@@ -640,6 +695,10 @@ class PlangateAgent:
             resolution = state.resolutions.get(settled.call_id)
             if resolution is None:
                 await self._send(live, requests.withdrawn(settled.call_id))
+            elif resolution.decides_call and resolution.result.get("status") == "approved":
+                # An allowed amendment, edit or call: the call itself runs now, and its
+                # own result finishes the card.
+                await self._send(live, requests.allowed(settled.call_id, resolution.result))
             else:
                 await self._send(
                     live,

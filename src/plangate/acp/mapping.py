@@ -44,7 +44,9 @@ from google.adk.events import Event
 from google.genai import types
 
 from plangate.acp.markdown import data_table
+from plangate.adk.capability import CONFIRMATION_CALL
 from plangate.adk.session import ModeState
+from plangate.plan.amendments import WAITING_STATUSES
 from plangate.plan.record import PlanRecord, PlanStatus
 from plangate.plan.transitions import plan_steps
 from plangate.result_text import describe_result, summarize_result
@@ -337,6 +339,8 @@ class EventMapper:
             if part.text and not streamed:
                 out.append(_chunk(part))
             call = part.function_call
+            if call is not None and call.id and call.name == CONFIRMATION_CALL:
+                continue  # ADK's pause of a call for the human: the request is its card
             if call is not None and call.id:
                 name = call.name or ""
                 self.started[call.id] = name
@@ -347,6 +351,8 @@ class EventMapper:
             response = part.function_response
             if response is not None and response.id:
                 self.running.discard(response.id)
+                if _waits_for_human(response):
+                    continue  # the call is asked about next, on its own card
                 name = response.name or self.started.get(response.id, "")
                 out.append(_result(response.id, name, dict(response.response or {})))
         return out
@@ -363,6 +369,12 @@ class EventMapper:
         ]
         self.running.clear()
         return out
+
+
+def _waits_for_human(response: types.FunctionResponse) -> bool:
+    """A call's result while it waits for an amendment, edit review or tool approval."""
+    result = response.response or {}
+    return str(result.get("status") or "") in WAITING_STATUSES and "error" not in result
 
 
 def _chunk(part: types.Part) -> Any:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from acp.helpers import start_tool_call, update_tool_call
+from acp.helpers import start_tool_call, tool_diff_content, update_tool_call
 from acp.schema import (
     AcceptElicitationResponse,
     AllowedOutcome,
@@ -32,11 +32,14 @@ from google.genai import types
 from plangate.acp.mapping import clip, text_content
 from plangate.adk.session import PlanSession
 from plangate.plan.record import PendingRequest, PlanRecord
+from plangate.plan.scope import Scope, ScopeError, parse_scope
 
 __all__ = [
+    "APPROVE_ASK_EACH_EDIT",
     "IN_WORDS",
     "NO_ANSWER",
     "ToolCallFields",
+    "allowed",
     "elicited_words",
     "next_message_notice",
     "not_sent_notice",
@@ -45,6 +48,7 @@ __all__ = [
     "reply_for",
     "reply_with_words",
     "request_tool_call",
+    "scope_text",
     "shown_plan",
     "wants_words",
     "withdrawn",
@@ -59,7 +63,11 @@ class ToolCallFields:
     """A pending request shown as a tool call: the card update and the permission subject."""
 
     def __init__(
-        self, request: PendingRequest, record: PlanRecord | None, plan_file: Path | None = None
+        self,
+        request: PendingRequest,
+        record: PlanRecord | None,
+        plan_file: Path | None = None,
+        workspace: Path | None = None,
     ) -> None:
         payload = request.payload
         self.call_id = request.call_id
@@ -75,12 +83,13 @@ class ToolCallFields:
                 "sha256": request.sha256,
                 "summary": payload.get("message"),
                 "scope_summary": payload.get("scope_summary"),
+                "scope": payload.get("scope"),
+                "permission_options": payload.get("permission_options"),
                 "objective": payload.get("objective"),
                 "approval_id": request.approval_id,
             }
             self.content = [text_content(content)] if content else []
-            if payload.get("scope_summary"):
-                self.content.append(text_content(str(payload["scope_summary"])))
+            self.content.append(text_content(scope_text(payload.get("scope"))))
             if plan_file is not None:
                 self.raw_input["plan_file"] = str(plan_file)
                 self.locations = [ToolCallLocation(path=str(plan_file))]
@@ -109,8 +118,25 @@ class ToolCallFields:
                 "sha256": request.sha256,
                 "approval_id": request.approval_id,
             }
-            shown = [message, str(payload.get("diff") or "")]
-            self.content = [text_content("\n\n".join(t for t in shown if t))]
+            shown = [message]
+            wants = _scope(payload.get("wants"))
+            if request.kind == "amendment" and wants is not None:
+                shown.append("Outside the approved scope:\n" + _scope_lines(wants, wanted=True))
+            if payload.get("scope_summary"):
+                shown.append(f"Approved scope: {payload['scope_summary']}")
+            self.content = [text_content("\n\n".join(shown))]
+            change = payload.get("change")
+            if isinstance(change, dict) and workspace is not None:
+                # The editor's own diff view: the file before and after, by absolute path.
+                path = str(workspace / str(change.get("path")))
+                self.kind = "edit"
+                self.locations = [ToolCallLocation(path=path)]
+                self.content.append(
+                    tool_diff_content(path, str(change.get("new_text")), change.get("old_text"))
+                )
+            elif payload.get("diff"):
+                self.kind = "edit"
+                self.content.append(text_content(str(payload["diff"])))
         else:
             question = str(payload.get("message") or "")
             self.title = clip(question, 120) or "Question"
@@ -145,9 +171,39 @@ class ToolCallFields:
 
 
 def request_tool_call(
-    request: PendingRequest, record: PlanRecord | None, plan_file: Path | None = None
+    request: PendingRequest,
+    record: PlanRecord | None,
+    plan_file: Path | None = None,
+    workspace: Path | None = None,
 ) -> ToolCallFields:
-    return ToolCallFields(request, record, plan_file)
+    return ToolCallFields(request, record, plan_file, workspace)
+
+
+def scope_text(value: Any) -> str:
+    """The scope an approval grants, for the editor: a summary line, then each entry."""
+    scope = _scope(value)
+    if scope is None:
+        return (
+            "Scope: none named. Approving lets the agent write anywhere in the workspace "
+            "and run any command (in the sandbox)."
+        )
+    return f"Scope: {scope.summary()}\n{_scope_lines(scope)}"
+
+
+def _scope(value: Any) -> Scope | None:
+    try:
+        return parse_scope(value)
+    except ScopeError:
+        return None
+
+
+def _scope_lines(scope: Scope, *, wanted: bool = False) -> str:
+    """Each entry of a scope, or (``wanted``) of what a call asks for beyond one."""
+    lines = [f"- write {path}" for path in scope.write]
+    lines += [f"- run {command}" for command in scope.commands]
+    if scope.network or not wanted:
+        lines.append(f"- network: {'yes' if scope.network else 'no'}")
+    return "\n".join(lines)
 
 
 def shown_plan(request: PendingRequest, record: PlanRecord | None) -> str:
@@ -155,6 +211,7 @@ def shown_plan(request: PendingRequest, record: PlanRecord | None) -> str:
     return str(request.payload.get("content") or (record.content if record else ""))
 
 
+APPROVE_ASK_EACH_EDIT = "approve_ask_each_edit"
 IN_WORDS = "in_words"
 WORDS_FIELD = "text"
 """The option that asks for free text (an answer, a rejection note) instead of a choice."""
@@ -162,7 +219,9 @@ WORDS_FIELD = "text"
 
 _DECISIONS: dict[str, list[tuple[str, str, PermissionOptionKind]]] = {
     "exit": [
-        ("approve", "Approve", "allow_once"),
+        # How the approved plan acts is chosen with the approval (the mode after planning).
+        ("approve", "Approve, auto within scope", "allow_once"),
+        (APPROVE_ASK_EACH_EDIT, "Approve, ask for each edit", "allow_once"),
         ("keep_planning", "Keep planning", "reject_once"),
         (IN_WORDS, "Reject with a note", "reject_once"),
     ],
@@ -219,7 +278,9 @@ def reply_for(
     choice = outcome.option_id
     if request.kind == "exit":
         if choice == "approve":
-            return PlanSession.approve(request, content=content)
+            return PlanSession.approve(request, content=content, permission="auto")
+        if choice == APPROVE_ASK_EACH_EDIT:
+            return PlanSession.approve(request, content=content, permission="ask_each_edit")
         if choice == "keep_planning":
             # No note: the user named no change (the model is told the plan was rejected).
             return PlanSession.reject(request, note="", content=content)
@@ -269,6 +330,9 @@ def next_message_notice(request: PendingRequest) -> str:
         what = f"the note that rejects plan revision {request.revision}"
     elif request.kind == "enter":
         what = "your note declining Plan Mode"
+    elif request.kind in ("amendment", "edit", "tool"):
+        message = clip(str(request.payload.get("message") or ""), 120)
+        what = f"the note that refuses “{message}”"
     else:
         what = f"your answer to “{clip(str(request.payload.get('message') or ''), 120)}”"
     return (
@@ -296,6 +360,8 @@ def _described(request: PendingRequest) -> str:
         return f"the approval of plan revision {request.revision}"
     if request.kind == "enter":
         return "the agent's request to enter Plan Mode"
+    if request.kind in ("amendment", "edit", "tool"):
+        return f"the request “{clip(str(request.payload.get('message') or ''), 120)}”"
     return f"the question “{clip(str(request.payload.get('message') or ''), 120)}”"
 
 
@@ -328,6 +394,15 @@ def elicited_words(response: Any) -> str | None:
         return None
     text = str((response.content or {}).get(WORDS_FIELD) or "").strip()
     return text or None
+
+
+def allowed(call_id: str, result: dict[str, Any]) -> ToolCallProgress:
+    """A paused call the user allowed: it runs now (its own result follows)."""
+    return update_tool_call(
+        call_id,
+        status="in_progress",
+        content=[text_content(str(result.get("message") or "Allowed; the call runs."))],
+    )
 
 
 def withdrawn(call_id: str) -> ToolCallProgress:

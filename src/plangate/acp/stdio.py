@@ -13,8 +13,9 @@ import asyncio
 import json
 import logging
 import os
+import stat
 import sys
-from typing import Any
+from typing import Any, Protocol
 
 from acp import run_agent
 from acp.interfaces import Agent
@@ -28,6 +29,7 @@ STDIO_LIMIT = 50 * 1024 * 1024
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
 
 
 class InvalidMessage(Exception):
@@ -92,22 +94,36 @@ class GuardedStdio:
     """An ``acp`` message transport over an asyncio stream pair that answers bad lines
     itself, so the SDK's dispatcher only ever sees JSON-RPC objects."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: Writer, *, answer_all: bool = False
+    ) -> None:
         self._reader = reader
         self._writer = writer
         self._lock = asyncio.Lock()
+        self._answer_all = answer_all
+        self._unanswered: set[Any] = set()
+        """Ids of the client's requests the agent has not answered yet."""
+        self._asked: set[Any] = set()
+        """Ids of the agent's requests the client has not answered yet."""
+        self._sent = asyncio.Event()
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
         async with self._lock:
             self._writer.write(data)
             await self._writer.drain()
+        if "method" in message:
+            if "id" in message:
+                self._asked.add(message["id"])
+        elif "id" in message:
+            self._unanswered.discard(message["id"])
+        self._sent.set()
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
             line = await self._read_line()
             if not line:
-                return None  # end of input
+                return await self._after_input()
             line = line.strip()
             if not line:
                 continue
@@ -117,8 +133,30 @@ class GuardedStdio:
                 logger.warning("answered an invalid line with %s: %.200r", exc.code, line)
                 await self.send(exc.response())
                 continue
-            if message is not None:
-                return message
+            if message is None:
+                continue
+            if "method" in message:
+                if "id" in message:
+                    self._unanswered.add(message["id"])
+            else:
+                self._asked.discard(message.get("id"))
+            return message
+
+    async def _after_input(self) -> dict[str, Any] | None:
+        """The end of input. With ``answer_all`` (input read from a file: every request
+        is in it, and whoever reads the output wants every answer), the connection stays
+        until each request read is answered; a question the agent asks meanwhile can get
+        no answer from the file, so it gets an error in the client's place."""
+        while self._answer_all and self._unanswered:
+            if self._asked:
+                return {
+                    "jsonrpc": "2.0",
+                    "id": self._asked.pop(),
+                    "error": {"code": INTERNAL_ERROR, "message": "the client's input has ended"},
+                }
+            self._sent.clear()
+            await self._sent.wait()
+        return None
 
     async def close(self) -> None:
         self._writer.close()
@@ -142,23 +180,83 @@ async def run_stdio(agent: Agent) -> None:
     Standard output carries the protocol and nothing else: the process's own fd 1 is
     pointed at stderr first, so a stray print or a child process writing there cannot
     corrupt the stream. An agent with an ``aclose`` coroutine is closed at the end.
+
+    Pipes and sockets (an editor) are read and written by the event loop; a regular file
+    on either side (``plangate acp < requests.jsonl > replies.jsonl``) is read or
+    written in a worker thread, since the loop cannot watch a file.
     """
     if os.name == "nt":  # pragma: no cover - the pipe setup below is POSIX only
-        await run_agent(agent)
+        await run_agent(agent, use_unstable_protocol=True)
         return
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     os.dup2(2, 1)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=STDIO_LIMIT)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", buffering=0)
-    )
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    feeding: asyncio.Task[None] | None = None
+    if _is_stream(sys.stdin.fileno()):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    else:
+        feeding = loop.create_task(_feed_from_file(reader, sys.stdin.fileno()))
+    writer: Writer
+    if _is_stream(protocol_fd):
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", buffering=0)
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    else:
+        writer = FileWriter(protocol_fd)
     try:
-        await run_agent(agent, GuardedStdio(reader, writer))
+        # session/fork and session/close are still marked unstable in the SDK.
+        transport = GuardedStdio(reader, writer, answer_all=feeding is not None)
+        await run_agent(agent, transport, use_unstable_protocol=True)
     finally:
+        if feeding is not None:
+            feeding.cancel()
         close = getattr(agent, "aclose", None)
         if close is not None:  # what the agent started for its sessions (MCP servers)
             await close()
+
+
+def _is_stream(fd: int) -> bool:
+    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+async def _feed_from_file(reader: asyncio.StreamReader, fd: int) -> None:
+    while chunk := await asyncio.to_thread(os.read, fd, 1 << 16):
+        reader.feed_data(chunk)
+    reader.feed_eof()
+
+
+class Writer(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FileWriter:
+    """Protocol output to a regular file: each message is written whole, off the loop."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._pending = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+
+    async def drain(self) -> None:
+        data, self._pending = bytes(self._pending), bytearray()
+        await asyncio.to_thread(_write_all, self._fd, data)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

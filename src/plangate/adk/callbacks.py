@@ -99,13 +99,17 @@ def make_gate(runtime: PlanRuntime) -> Any:
             )
         if decision.allowed:
             telemetry.gate_decided(tool.name, decision, record, planning)
-            if verdict is not None and verdict.decision is Decision.ASK:
-                asked = await ask_for_call(runtime, loaded, tool, tool_context, verdict.reason)
-                if asked is not None:
-                    return asked
-            if record is None or not record.governs_writes():
-                return None  # no approved plan whose scope holds the call (the usual case)
-            return await check_capability(runtime, loaded, tool, args or {}, tool_context)
+            ask = (
+                verdict.reason if verdict is not None and verdict.decision is Decision.ASK else None
+            )
+            if record is not None and record.governs_writes():
+                # The scope and the policy's ask both hold, answered by one request.
+                return await check_capability(
+                    runtime, loaded, tool, args or {}, tool_context, ask=ask
+                )
+            if ask is not None:
+                return await ask_for_call(runtime, loaded, tool, tool_context, ask)
+            return None  # no approved plan whose scope holds the call (the usual case)
         telemetry.gate_decided(tool.name, decision, record, planning)
         await runtime.journal(
             scope,

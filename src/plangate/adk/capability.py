@@ -18,13 +18,16 @@ from __future__ import annotations
 import asyncio
 import difflib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from google.adk.tools import ToolContext
 from google.genai import types
+from pydantic import ValidationError
 
 from plangate.adk.runtime import Loaded, PlanRuntime
+from plangate.adk.scope import governing_scope
 from plangate.errors import ErrorCode, error_result
 from plangate.plan.amendments import request_amendment
 from plangate.plan.scope import Scope, Wants, needs_network
@@ -43,34 +46,77 @@ __all__ = [
 
 CONFIRMATION_CALL = "adk_request_confirmation"
 _DIFF_MAX_BYTES = 1024 * 1024
+MAX_CHANGE_CHARS = 64_000
+"""The file before and after is kept with a request up to this size (the diff always)."""
 
 
 async def check_capability(
-    runtime: PlanRuntime, loaded: Loaded, tool: Any, args: dict[str, Any], tool_context: Any
+    runtime: PlanRuntime,
+    loaded: Loaded,
+    tool: Any,
+    args: dict[str, Any],
+    tool_context: Any,
+    *,
+    ask: str | None = None,
 ) -> dict[str, Any] | None:
     """None when the approved plan's scope (and permission) let the call run; otherwise
-    the result that answers it: a pause for the human, or their refusal."""
+    the result that answers it: a pause for the human, or their refusal.
+
+    ``ask`` is the reason when the policy file also asks for this call. Both must hold,
+    and one request answers both (a call id is answered once): an amendment or edit
+    review names the policy's reason too, and a call the scope covers asks as ``tool``.
+    """
     state = loaded.state
     record = state.record
     if record is None or not record.governs_writes():
         return None
     call_id = getattr(tool_context, "function_call_id", None) or ""
     resolution = state.resolutions.get(call_id)
+    found: tuple[Wants, str, Path | None] | None = None
     if resolution is not None and resolution.decides_call:
-        return None if resolution.result.get("status") == "approved" else resolution.result
+        if resolution.result.get("status") != "approved":
+            return resolution.result
+        if not _allowed_before_scope(record, call_id):
+            return None
+        # Allowed as a tool call while no scope governed it (asked while planning, say):
+        # that approval did not cover the scope, and the call id cannot be asked again.
+        found = await asyncio.to_thread(_wants, tool, args)
+        try:
+            missing = record.scope.missing(found[0]) if found and record.scope else Scope()
+        except ValueError as exc:
+            return _unnameable(tool.name, exc)
+        if missing.is_empty():
+            return None
+        return error_result(
+            ErrorCode.OUTSIDE_SCOPE,
+            f"the user allowed this call before the plan's scope applied, and it needs "
+            f"more than the approved scope: {missing.asks()}; it did not run",
+            "call it again to ask the user for an amendment, or stay within the scope",
+            tool=tool.name,
+        )
     if record.pending_for(call_id) is not None:
         return _waiting(record.pending_for(call_id).payload)  # type: ignore[union-attr]
     found = await asyncio.to_thread(_wants, tool, args)
     if found is None:
-        return None
-    wants, target, diff = found
-    missing = record.scope.missing(wants) if record.scope is not None else Scope()
+        return await _pause_for_policy(runtime, tool, tool_context, ask)
+    wants, target, written = found
+    try:
+        missing = record.scope.missing(wants) if record.scope is not None else Scope()
+        edit = Scope(write=wants.paths) if record.permission == "ask_each_edit" else Scope()
+    except ValueError as exc:
+        return _unnameable(tool.name, exc)
     if not missing.is_empty():
         kind, asked = "amendment", missing
-    elif record.permission == "ask_each_edit" and wants.paths:
-        kind, asked = "edit", Scope(write=wants.paths)
+    elif not edit.is_empty():
+        kind, asked = "edit", edit
     else:
-        return None
+        return await _pause_for_policy(runtime, tool, tool_context, ask)
+    # The diff is read only for a call that waits: an in-scope write does not pay for it.
+    change = (
+        await asyncio.to_thread(_diff, tool.name, written, wants.paths[0], args)
+        if written is not None and wants.paths
+        else None
+    )
     return await _pause(
         runtime,
         tool_context,
@@ -78,7 +124,38 @@ async def check_capability(
         kind,
         asked,
         target=target,
-        diff=diff if kind == "edit" or wants.paths else None,
+        change=change,
+        reason=ask or "",
+    )
+
+
+def _unnameable(tool_name: str, exc: ValueError) -> dict[str, Any]:
+    """What the call needs cannot be written as a scope entry (a backslash or newline in
+    a path, a command over the length limit), so no amendment can grant it."""
+    reason = str(exc)
+    if isinstance(exc, ValidationError):
+        reason = str(exc.errors()[0].get("msg", "")).removeprefix("Value error, ")
+    return error_result(
+        ErrorCode.INVALID_ARGS,
+        f"this call cannot be asked for as a scope amendment: {reason}",
+        "use a plain workspace path, or a shorter command (a script file, say)",
+        tool=tool_name,
+    )
+
+
+def _allowed_before_scope(record: Any, call_id: str) -> bool:
+    """Whether the approval that let ``call_id`` run was a policy ask (kind ``tool``),
+    which says nothing about the scope."""
+    return any(a.call_id == call_id and a.kind == "tool" for a in record.approvals)
+
+
+async def _pause_for_policy(
+    runtime: PlanRuntime, tool: Any, tool_context: Any, ask: str | None
+) -> dict[str, Any] | None:
+    if ask is None:
+        return None
+    return await _pause(
+        runtime, tool_context, tool.name, "tool", Scope(), reason=_hinted(tool, ask)
     )
 
 
@@ -103,13 +180,18 @@ async def ask_for_call(
             "ask the user in plain text",
             tool=tool.name,
         )
-    hint = read_only_hint(tool)
-    if hint:
+    return await _pause(
+        runtime, tool_context, tool.name, "tool", Scope(), reason=_hinted(tool, reason)
+    )
+
+
+def _hinted(tool: Any, reason: str) -> str:
+    if read_only_hint(tool):
         reason += (
             "; its server marks it read-only (readOnlyHint), which plangate shows but "
             "does not trust by itself"
         )
-    return await _pause(runtime, tool_context, tool.name, "tool", Scope(), reason=reason)
+    return reason
 
 
 def read_only_hint(tool: Any) -> bool:
@@ -126,10 +208,12 @@ async def _pause(
     asked: Scope,
     *,
     target: str = "",
-    diff: str | None = None,
+    change: FileChange | None = None,
     reason: str = "",
 ) -> dict[str, Any]:
     """Open the request and pause the call with ADK's tool confirmation."""
+    if governing_scope.get() is not None:
+        return _refused_in_subagent(tool_name, kind, asked, reason)
     call_id = getattr(tool_context, "function_call_id", None) or ""
     if not call_id or not isinstance(tool_context, ToolContext):
         return error_result(
@@ -150,7 +234,8 @@ async def _pause(
             wants=asked,
             now=runtime.now(),
             target=target,
-            diff=diff,
+            diff=change.diff if change is not None else None,
+            change=change.texts() if change is not None else None,
             reason=reason,
         ),
         paused=True,
@@ -167,6 +252,23 @@ async def _pause(
     return _waiting(payload)
 
 
+def _refused_in_subagent(tool_name: str, kind: str, asked: Scope, reason: str) -> dict[str, Any]:
+    """A sub-agent runs in a nested run of its own that cannot pause for the user (its
+    call would wait where nobody can answer it), so what needs the user is refused."""
+    if kind == "amendment":
+        what = f"the approved plan's scope does not let it {asked.asks()}"
+    elif kind == "edit":
+        what = f"the plan asks the user for each edit ({asked.asks()})"
+    else:
+        what = f"calling {tool_name} needs the user's approval ({reason})"
+    return error_result(
+        ErrorCode.OUTSIDE_SCOPE,
+        f"a sub-agent cannot wait for the user, and {what}; nothing was changed",
+        "report back what is needed; the main agent's own call asks the user",
+        tool=tool_name,
+    )
+
+
 def _waiting(payload: dict[str, Any]) -> dict[str, Any]:
     return {
         "status": payload["status"],
@@ -175,8 +277,8 @@ def _waiting(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, str | None] | None:
-    """What the call needs, a name for it, and the diff of a file write."""
+def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, Path | None] | None:
+    """What the call needs, a name for it, and the file a write changes (resolved)."""
     declared = write_path_of(tool)
     if declared is not None:
         arg, root = declared
@@ -188,7 +290,7 @@ def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, str | None] | N
         if resolved != real_root and real_root not in resolved.parents:
             return None  # outside the workspace: the tool refuses it
         rel = resolved.relative_to(real_root).as_posix()
-        return Wants(paths=(rel,)), f"{tool.name} {rel}", _diff(tool.name, resolved, rel, args)
+        return Wants(paths=(rel,)), f"{tool.name} {rel}", resolved
     effect = effect_of(tool)
     if effect is Effect.SHELL:
         command = args.get("command")
@@ -201,10 +303,29 @@ def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, str | None] | N
     return None
 
 
-def _diff(tool_name: str, path: Path, rel: str, args: dict[str, Any]) -> str | None:
-    """A unified diff of what a Write or Edit call would change (None if unknown)."""
+@dataclass(frozen=True)
+class FileChange:
+    """What a Write or Edit call would change: the unified diff, and the file before and
+    after (editors show those as a diff of their own, ACP's ``diff`` content)."""
+
+    path: str
+    diff: str
+    old_text: str | None
+    """None for a new file."""
+    new_text: str
+
+    def texts(self) -> dict[str, Any] | None:
+        """The file before and after, for the request; None when too long to keep."""
+        if len(self.old_text or "") + len(self.new_text) > MAX_CHANGE_CHARS:
+            return None
+        return {"path": self.path, "old_text": self.old_text, "new_text": self.new_text}
+
+
+def _diff(tool_name: str, path: Path, rel: str, args: dict[str, Any]) -> FileChange | None:
+    """What a Write or Edit call would change (None if unknown)."""
+    exists = path.is_file()
     try:
-        before = path.read_bytes()[: _DIFF_MAX_BYTES + 1] if path.is_file() else b""
+        before = path.read_bytes()[: _DIFF_MAX_BYTES + 1] if exists else b""
     except OSError:
         return None
     if len(before) > _DIFF_MAX_BYTES or b"\x00" in before[:8192]:
@@ -227,7 +348,7 @@ def _diff(tool_name: str, path: Path, rel: str, args: dict[str, Any]) -> str | N
         fromfile=f"a/{rel}" if before else "/dev/null",
         tofile=f"b/{rel}",
     )
-    return "".join(lines)
+    return FileChange(rel, "".join(lines), old if exists else None, new)
 
 
 def confirmation_reply(

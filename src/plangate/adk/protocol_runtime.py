@@ -756,6 +756,7 @@ class ProtocolRuntime:
                 segments=[(decision.source_state, segment_v.version)] if changed else [],
                 events=events,
             )
+            telemetry.journaled(scope.key, events=events)
             return error_result(
                 ErrorCode(decision.reason_code),
                 f"the handoff to {target} was rejected",
@@ -801,16 +802,15 @@ class ProtocolRuntime:
             )
         except (IntentRevisionConflict, Conflict, ProtocolError) as exc:
             message = getattr(exc, "message", str(exc))
-            await states.append(
-                scope.key,
-                [
-                    _event(
-                        "protocol.handoff.failed",
-                        segment_v.value.segment_id,
-                        {"targetProtocol": str(target), "error": message},
-                    )
-                ],
-            )
+            failed = [
+                _event(
+                    "protocol.handoff.failed",
+                    segment_v.value.segment_id,
+                    {"targetProtocol": str(target), "error": message},
+                )
+            ]
+            await states.append(scope.key, failed)
+            telemetry.journaled(scope.key, events=failed)
             return error_result(
                 _failure_code(exc),
                 f"the handoff to {target} was not applied (nothing changed): another run "

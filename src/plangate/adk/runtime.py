@@ -169,6 +169,18 @@ class PlanRuntime:
         archive_key = f"{scope.key}#{datetime.fromtimestamp(now, UTC).isoformat()}"
         clean = salvage(corrupt.data, selection=selection)
         store = await self.store()
+        reset = JournalEvent(
+            kind="plan.state.reset",
+            from_state="corrupt",
+            actor=actor,
+            at=now,
+            detail={
+                "reason": loaded.unreadable,
+                "archive_kind": CORRUPT_KIND,
+                "archive_key": archive_key,
+                "found_version": corrupt.version,
+            },
+        )
         async with store.transaction() as tx:
             await tx.put(CORRUPT_KIND, archive_key, corrupt.data, expected_version=0)
             await tx.replace(
@@ -177,21 +189,8 @@ class PlanRuntime:
                 clean.model_dump(mode="json", by_alias=True),
                 found_version=corrupt.version,
             )
-            await tx.append(
-                scope.key,
-                JournalEvent(
-                    kind="plan.state.reset",
-                    from_state="corrupt",
-                    actor=actor,
-                    at=now,
-                    detail={
-                        "reason": loaded.unreadable,
-                        "archive_kind": CORRUPT_KIND,
-                        "archive_key": archive_key,
-                        "found_version": corrupt.version,
-                    },
-                ),
-            )
+            await tx.append(scope.key, reset)
+        telemetry.journaled(scope.key, events=(reset,))
         return archive_key
 
     async def journal(self, scope: PlanScope, event: JournalEvent) -> None:
@@ -231,7 +230,7 @@ class PlanRuntime:
                     select(documents.c.data)
                     .where(
                         documents.c.kind == ARCHIVE_KIND,
-                        documents.c.key.startswith(scope.key + "#"),
+                        documents.c.key.startswith(scope.key + "#", autoescape=True),
                     )
                     .order_by(documents.c.updated_at)
                 )

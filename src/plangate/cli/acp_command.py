@@ -66,7 +66,7 @@ def run_acp(args: argparse.Namespace) -> int:
     agent = PlangateAgent(model, database_url=database_url, workspace=workspace)
     try:
         # The SDK's Agent protocol lists every method; ones an agent leaves out (session
-        # fork and resume, authenticate) are answered "method not found" by its router.
+        # resume, authenticate) are answered "method not found" by its router.
         asyncio.run(run_stdio(cast("Agent", agent)))
     except KeyboardInterrupt:
         return 130

@@ -41,6 +41,7 @@ from plangate.cli.options import (
     data_sources,
 )
 from plangate.cli.render import (
+    is_confirmation,
     protocol_line,
     render_call,
     render_pending,
@@ -57,6 +58,7 @@ from plangate.models.config import describe_model, resolve_model
 from plangate.models.demo import DemoModel
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode
+from plangate.plan.scope import Permission
 from plangate.sandbox.probe import sandbox_summary
 
 __all__ = ["add_chat_parser", "resume_command", "run_chat"]
@@ -79,6 +81,23 @@ WORKING = "working… (Esc cancels)"
 
 PERMISSIONS = ("amendment", "edit", "tool")
 """Requests answered by allow or refuse (the approved plan's scope, an edit, a tool)."""
+
+APPROVE_PROMPT = (
+    "Approve this plan? [a]uto within scope / a[s]k for each edit / [e]dit / [r]eject: "
+)
+APPROVE_CHOICES = """  a  approve; what the scope names runs without asking (anything else asks you)
+  s  approve, and ask for each edit: every file write shows its diff and waits for you
+  e  edit the plan first      r  reject, with a note for the agent"""
+"""How an approved plan acts, chosen as it is approved (the mode that follows planning)."""
+
+
+def _permission_choice(answer: str) -> Permission | None:
+    """The permission an approval answer picks; None when the answer is no approval."""
+    if answer in ("a", "approve", "auto"):
+        return "auto"
+    if answer in ("s", "ask", "ask for each edit"):
+        return "ask_each_edit"
+    return None
 
 
 class Quit(Exception):
@@ -338,9 +357,13 @@ class Chat:
         prompts = {
             "enter": "Enter Plan Mode? (y)es / (n)o: ",
             "question": "Your answer (option number or text): ",
-            **dict.fromkeys(PERMISSIONS, "Allow? [a]llow / [r]efuse (a note is optional): "),
+            "amendment": "Approve the amendment (the scope grows by this)? [a]pprove / [r]efuse: ",
+            "edit": "Apply this edit? [a]pply / [r]efuse: ",
+            "tool": "Allow this call? [a]llow / [r]efuse: ",
         }
-        prompt = prompts.get(request.kind, "Approve this plan? [a]pprove / [e]dit / [r]eject: ")
+        prompt = prompts.get(request.kind, APPROVE_PROMPT)
+        if request.kind == "exit":
+            self.console.print(Text(APPROVE_CHOICES))
         while True:
             answer = (await self._read(prompt, decision=True)).strip()
             if answer.startswith("/"):
@@ -383,7 +406,7 @@ class Chat:
             self._warn("Type an answer, or /quit to leave.")
             return None
         if request.kind in PERMISSIONS:  # an amendment, an edit review, a tool call
-            if lowered in ("a", "allow", "approve", "y", "yes"):
+            if lowered in ("a", "allow", "approve", "apply", "y", "yes"):
                 return PlanSession.approve(request)
             if lowered in ("r", "refuse", "n", "no"):
                 note = await self._note("Why not? (optional, Enter to skip) ")
@@ -393,8 +416,9 @@ class Chat:
         if record is None:
             self._warn("The plan to approve could not be read; try /status.")
             return None
-        if lowered in ("a", "approve"):
-            return PlanSession.approve(request)
+        permission = _permission_choice(lowered)
+        if permission is not None:
+            return PlanSession.approve(request, permission=permission)
         if lowered in ("e", "edit"):
             return await self._edit(request, record)
         if lowered in ("r", "reject"):
@@ -404,7 +428,7 @@ class Chat:
             if note is not None:
                 self._warn("A rejection needs a note for the agent; nothing was sent.")
             return None
-        self._warn("Please choose a, e or r.")
+        self._warn("Please choose a, s, e or r.")
         return None
 
     async def _note(self, prompt: str) -> str | None:
@@ -440,7 +464,8 @@ class Chat:
             while True:
                 choice = (
                     await self._read(
-                        "Approve the edited plan? [a]pprove / [k]eep editing / [d]iscard edits: ",
+                        "Approve the edited plan? [a]uto within scope / a[s]k for each edit / "
+                        "[k]eep editing / [d]iscard edits: ",
                         decision=True,
                     )
                 ).strip()
@@ -449,15 +474,15 @@ class Chat:
                     await self._command(choice)
                     if request.call_id not in {r.call_id for r in await self.session.pending()}:
                         return None
-                elif lowered in ("a", "approve"):
-                    return PlanSession.approve(request, content=text)
+                elif (permission := _permission_choice(lowered)) is not None:
+                    return PlanSession.approve(request, content=text, permission=permission)
                 elif lowered in ("k", "keep", "keep editing", "e", "edit"):
                     break
                 elif lowered in ("d", "discard"):
                     self._warn("Edits discarded; the plan is as shown.")
                     return None
                 else:
-                    self._warn("Please choose a, k or d.")
+                    self._warn("Please choose a, s, k or d.")
 
     def _warn(self, message: str) -> None:
         self.console.print(Text(message, "yellow"))
@@ -514,6 +539,11 @@ class Chat:
             lines.append(
                 f"plan      {record.status.value} · revision {record.content_revisions} · {record.objective}"
             )
+            if record.scope is not None:
+                lines.append(f"scope     {record.scope.summary()}")
+            if record.is_being_implemented():
+                how = "ask for each edit" if record.permission == "ask_each_edit" else "auto"
+                lines.append(f"acting    {how} within the approved scope")
         for request in pending:
             lines.append(f"waiting   {request.kind} request ({request.tool_name})")
         if todos:
@@ -587,6 +617,8 @@ class _RunView:
                     console.print(Text.assemble(("● ", "bold"), part.text))
             elif part.function_call is not None:
                 name = part.function_call.name or ""
+                if is_confirmation(name):
+                    continue  # the pause itself; the request is asked after the run
                 render_call(console, name, dict(part.function_call.args or {}))
                 self._activity(f"running {name}… (Esc cancels)")
             elif part.function_response is not None:

@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     from plangate.cli.journal_command import add_journal_parser
 
     add_journal_parser(subparsers)
+    from plangate.cli.policy_command import add_policy_parser
+
+    add_policy_parser(subparsers)
     try:
         from plangate.cli.serve import add_serve_parser
     except ImportError:

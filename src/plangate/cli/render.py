@@ -12,12 +12,16 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from plangate.adk.capability import CONFIRMATION_CALL
 from plangate.cli.tables import rows_table
+from plangate.plan.amendments import WAITING_STATUSES
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError
+from plangate.plan.scope import Scope, ScopeError, parse_scope
 from plangate.result_text import describe_result, summarize_result
 
 __all__ = [
+    "is_confirmation",
     "protocol_next_step",
     "render_call",
     "render_pending",
@@ -27,7 +31,9 @@ __all__ = [
     "render_todos",
     "render_transcript",
     "result_table",
+    "scope_table",
     "summarize_result",
+    "unified_diff_text",
 ]
 
 
@@ -48,7 +54,16 @@ def render_call(console: Console, name: str, args: dict[str, Any]) -> None:
     )
 
 
+def is_confirmation(name: str | None) -> bool:
+    """ADK's own call that pauses a tool for the human (an amendment, an edit review):
+    the request is shown as its own panel, so the call itself is not."""
+    return name == CONFIRMATION_CALL
+
+
 def render_result(console: Console, name: str, result: dict[str, Any]) -> None:
+    if str(result.get("status") or "") in WAITING_STATUSES and "error" not in result:
+        console.print(Text.assemble(("    ⏸ ", "yellow"), ("waits for your decision", "dim")))
+        return
     outcome = describe_result(name, result)
     hint = (f" — {outcome.hint}", "dim") if outcome.hint else ""
     if outcome.kind == "refused":
@@ -202,14 +217,22 @@ def render_pending(
             body.append(f"\n  {number}. {option}")
         console.print(Panel(body, title=f"Question{of}", border_style="yellow", title_align="left"))
     elif request.kind in ("amendment", "edit", "tool"):
-        lines = [str(payload.get("message"))]
+        # Model-chosen paths and commands: plain Text, never markup.
+        parts: list[Any] = [Text(str(payload.get("message")))]
+        wants = _scope_of(payload.get("wants"))
+        if request.kind == "amendment" and wants is not None:
+            parts.append(Text("Outside the approved scope:", "bold"))
+            parts.append(scope_table(wants, wanted=True))
         if payload.get("scope_summary"):
-            lines.append(f"Approved scope: {payload['scope_summary']}")
+            parts.append(Text(f"Approved scope: {payload['scope_summary']}", "dim"))
         if payload.get("diff"):
-            lines.append(str(payload["diff"]))
+            parts.append(Text("The change:", "bold"))
+            parts.append(unified_diff_text(str(payload["diff"])))
+            if payload.get("diff_truncated"):
+                parts.append(Text("(the diff is cut short here)", "dim"))
         console.print(
             Panel(
-                Text("\n".join(lines)),
+                Group(*parts),
                 title=f"{payload.get('title') or 'Allow?'}{of}",
                 border_style="yellow",
                 title_align="left",
@@ -218,8 +241,58 @@ def render_pending(
     elif record is not None:
         render_plan(console, record)
         console.print(Text.assemble((f"Summary{of}: ", "bold yellow"), str(payload.get("message"))))
-        if payload.get("scope_summary"):
-            console.print(Text.assemble(("Scope: ", "bold yellow"), str(payload["scope_summary"])))
+        scope = _scope_of(payload.get("scope"))
+        if scope is None:
+            console.print(
+                Text.assemble(
+                    ("Scope: ", "bold yellow"),
+                    "none named: approving lets the agent write anywhere in the workspace "
+                    "and run any command (in the sandbox).",
+                )
+            )
+        else:
+            console.print(Text.assemble(("Scope: ", "bold yellow"), scope.summary()))
+            console.print(Padding(scope_table(scope), (0, 0, 0, 2)))
+
+
+def _scope_of(value: Any) -> Scope | None:
+    """The scope a request payload carries (None when absent or unreadable)."""
+    try:
+        return parse_scope(value)
+    except ScopeError:
+        return None
+
+
+def scope_table(scope: Scope, *, wanted: bool = False) -> Table:
+    """A scope as a list: each path or glob it writes, each command prefix it runs, and
+    the network. ``wanted``: what a call asks for beyond a scope (the network is listed
+    only when asked for)."""
+    table = Table(show_header=False, box=None, padding=(0, 1))
+    for label, values in (("write", scope.write), ("run", scope.commands)):
+        for index, value in enumerate(values):
+            table.add_row(Text(label if index == 0 else ""), Text(value))
+    if scope.network or not wanted:
+        table.add_row(Text("network"), Text("yes" if scope.network else "no"))
+    return table
+
+
+def unified_diff_text(diff: str) -> Text:
+    """A unified diff coloured by line (added, removed, hunk)."""
+    out = Text()
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        else:
+            style = ""
+        out.append(line + "\n", style)
+    out.rstrip()
+    return out
 
 
 def render_reply_error(console: Console, error: ReplyError) -> None:
@@ -258,9 +331,17 @@ def render_transcript(console: Console, events: list[Any]) -> None:
                 else:
                     console.print(Text.assemble(("● ", "bold"), part.text))
             elif part.function_call is not None:
+                if is_confirmation(part.function_call.name):
+                    continue
                 render_call(
                     console, part.function_call.name or "", dict(part.function_call.args or {})
                 )
+            elif part.function_response is not None and is_confirmation(
+                part.function_response.name
+            ):
+                confirmed = (part.function_response.response or {}).get("confirmed")
+                shown = "(approved)" if confirmed else "(refused)"
+                console.print(Text.assemble(("you> ", "bold"), (shown, "dim")))
             elif part.function_response is not None and event.author == "user":
                 reply = dict(part.function_response.response or {})
                 console.print(Text.assemble(("you> ", "bold"), (_reply_line(reply), "dim")))

@@ -22,7 +22,8 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
-from plangate.models.demo_data import next_data_step
+from plangate.errors import ErrorCode, error_code, is_error
+from plangate.models.demo_data import failure_text, next_data_step
 from plangate.plan.prompts import PLAN_MODE_MARKER
 
 __all__ = ["DEMO_LABEL", "SURFACES", "DemoModel"]
@@ -141,7 +142,8 @@ def _next_step(request: LlmRequest, retry_hint: str = _RETRY_HINT) -> list[types
         ]
     name, args, result = done[-1]
     status = result.get("status")
-    error = str(result.get("error", ""))
+    code = error_code(result)
+    error = failure_text(result) if is_error(result) else ""
     if name == "enter_plan_mode":
         if status == "approved":
             return [_call("Glob", pattern="**/*.py")]
@@ -167,7 +169,7 @@ def _next_step(request: LlmRequest, retry_hint: str = _RETRY_HINT) -> list[types
             _say("Found it: the guard is off by one. Trying the fix right away to show the gate:"),
             _call("Edit", **FIX),
         ]
-    if name == "Edit" and error.startswith("PLAN_MODE_GATE"):
+    if name == "Edit" and code is ErrorCode.PLAN_MODE_GATE:
         return [
             _say("Refused by the plan gate, as it should be. One question before I plan:"),
             _call("ask_user_question", question=QUESTION, options=OPTIONS),
@@ -202,6 +204,15 @@ def _next_step(request: LlmRequest, retry_hint: str = _RETRY_HINT) -> list[types
             return [_say(_report(result.get("todos") or [], done))]
         return [_call("Edit", **FIX)]
     if name == "Edit":
+        if result.get("code") in _REFUSED_BY_USER:
+            # The reviewer said no to this write (an edit review, or a scope that does not
+            # name the file): say so, rather than blame the file.
+            return [
+                _say(
+                    f"You refused the edit of `{FIX['path']}`, so the fix is not applied: "
+                    "nothing was changed and nothing was marked done."
+                )
+            ]
         if error:
             # Never "Done" after a failed edit: the file is not what the plan was made on.
             return [
@@ -221,13 +232,15 @@ def _next_step(request: LlmRequest, retry_hint: str = _RETRY_HINT) -> list[types
 
 Done = list[tuple[str, dict[str, Any], dict[str, Any]]]
 
+_REFUSED_BY_USER = ("SCOPE_AMENDMENT_REFUSED", "EDIT_REFUSED")
+
 
 def _ticked(done: Done) -> list[dict[str, str]]:
     """The todos with only what this turn did marked completed: the fix (an edit that
     succeeded) and the test run (it passed). Any other step stays as it was."""
     did = set()
     for name, args, result in done:
-        if name == "Edit" and args.get("path") == FIX["path"] and not result.get("error"):
+        if name == "Edit" and args.get("path") == FIX["path"] and not is_error(result):
             did.add(FIX_STEP)
         if name == "Bash" and args.get("command") == TEST_COMMAND and result.get("exit_code") == 0:
             did.add(TEST_STEP)

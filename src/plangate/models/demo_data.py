@@ -26,7 +26,9 @@ from typing import Any
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
-__all__ = ["QUARTER", "next_data_step", "quarter_sql"]
+from plangate.errors import ErrorCode, error_code, is_error
+
+__all__ = ["QUARTER", "failure_text", "next_data_step", "quarter_sql"]
 
 DEMO_LABEL = "[demo]"
 SOURCE = "sample"
@@ -57,6 +59,15 @@ def quarter_sql(by_month: bool = False) -> str:
         f"AND o.order_date < DATE '{end}' "
         f"GROUP BY {group} ORDER BY {order}"
     )
+
+
+def failure_text(result: dict[str, Any]) -> str:
+    """How the demo words a failed tool result: its message and code fields (a result from
+    a tool without a code shows its error text as it is)."""
+    code = error_code(result)
+    if code is None:
+        return str(result.get("error", ""))
+    return f"{result.get('message') or code.value} ({code.value})"
 
 
 def _say(text: str) -> types.Part:
@@ -154,8 +165,7 @@ def _general_step(user_text: str, done: list[tuple[str, dict[str, Any]]]) -> lis
             ]
         return [_say("Let me look at the data sources."), _call("list_data_sources")]
     name, result = done[-1]
-    error = str(result.get("error", ""))
-    if name == "list_data_sources" and error.startswith("ACTION_NOT_ALLOWED_IN_PHASE"):
+    if name == "list_data_sources" and error_code(result) is ErrorCode.ACTION_NOT_ALLOWED_IN_PHASE:
         return [_say("The data tools were refused here, but revenue is usually around 380k.")]
     return [_say(f"Nothing scripted after {name} under general-task; stopping.")]
 
@@ -164,8 +174,8 @@ def _analysis_step(task: str, done: list[tuple[str, dict[str, Any]]]) -> list[ty
     by_month = "month" in task.lower()
     sql = quarter_sql(by_month)
     last, result = done[-1] if done else ("", {})
-    if result.get("error") and last != "protocol_handoff":
-        return [_say(f"{last} failed: {result['error']}; stopping so you can look.")]
+    if is_error(result) and last != "protocol_handoff":
+        return [_say(f"{last} failed: {failure_text(result)}; stopping so you can look.")]
     if last in ("", "protocol_handoff"):
         return [_call("list_data_sources")]
     if last == "list_data_sources":

@@ -8,35 +8,30 @@ provider (refused connection, reset, timeout) carries none and counts as unavail
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-__all__ = ["ModelErrorCode", "ProviderFailure", "classify_failure"]
+from plangate.errors import ErrorCode
+
+__all__ = ["ProviderFailure", "classify_failure"]
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 """Timeouts, rate limits and server errors: worth the same request again later."""
 
 
-class ModelErrorCode(StrEnum):
-    MODEL_AUTH_FAILED = "MODEL_AUTH_FAILED"
-    MODEL_RATE_LIMITED = "MODEL_RATE_LIMITED"
-    MODEL_UNAVAILABLE = "MODEL_UNAVAILABLE"
-    MODEL_REQUEST_REJECTED = "MODEL_REQUEST_REJECTED"
-
-
 @dataclass(frozen=True)
 class ProviderFailure:
-    code: ModelErrorCode
+    code: ErrorCode
+    """One of the ``MODEL_*`` codes."""
     status: int | None
     retryable: bool
 
     def message(self, provider: str, attempts: int, detail: str) -> str:
         status = f"HTTP {self.status}" if self.status is not None else "no response"
         tries = f" after {attempts} attempts" if attempts > 1 else ""
-        if self.code is ModelErrorCode.MODEL_AUTH_FAILED:
+        if self.code is ErrorCode.MODEL_AUTH_FAILED:
             return f"{provider} refused the credentials ({status}); check the API key setting"
-        if self.code is ModelErrorCode.MODEL_RATE_LIMITED:
+        if self.code is ErrorCode.MODEL_RATE_LIMITED:
             return f"{provider} is rate limiting requests ({status}){tries}; try again later"
-        if self.code is ModelErrorCode.MODEL_UNAVAILABLE:
+        if self.code is ErrorCode.MODEL_UNAVAILABLE:
             return f"{provider} is unavailable ({status}){tries}; try again later"
         return f"{provider} rejected the request ({status}): {detail[:300]}"
 
@@ -67,14 +62,14 @@ def classify_failure(exc: BaseException) -> ProviderFailure | None:
     """The failure a provider call raised, or None for an exception that is not one
     (a programming error must surface as itself)."""
     if _unreached(exc):
-        return ProviderFailure(ModelErrorCode.MODEL_UNAVAILABLE, _status(exc), True)
+        return ProviderFailure(ErrorCode.MODEL_UNAVAILABLE, _status(exc), True)
     status = _status(exc)
     if status is None:
         return None
     if status in (401, 403):
-        return ProviderFailure(ModelErrorCode.MODEL_AUTH_FAILED, status, False)
+        return ProviderFailure(ErrorCode.MODEL_AUTH_FAILED, status, False)
     if status == 429:
-        return ProviderFailure(ModelErrorCode.MODEL_RATE_LIMITED, status, True)
+        return ProviderFailure(ErrorCode.MODEL_RATE_LIMITED, status, True)
     if status in RETRYABLE_STATUSES or status >= 500:
-        return ProviderFailure(ModelErrorCode.MODEL_UNAVAILABLE, status, True)
-    return ProviderFailure(ModelErrorCode.MODEL_REQUEST_REJECTED, status, False)
+        return ProviderFailure(ErrorCode.MODEL_UNAVAILABLE, status, True)
+    return ProviderFailure(ErrorCode.MODEL_REQUEST_REJECTED, status, False)

@@ -38,6 +38,7 @@ __all__ = [
     "AMENDMENT_REFUSED",
     "EDIT_REFUSED",
     "TOOL_REFUSED",
+    "WAITING_STATUSES",
     "request_amendment",
     "resolve_amendment",
 ]
@@ -46,6 +47,8 @@ AMENDMENT_REFUSED = ErrorCode.SCOPE_AMENDMENT_REFUSED
 EDIT_REFUSED = ErrorCode.EDIT_REFUSED
 TOOL_REFUSED = ErrorCode.TOOL_CALL_REFUSED
 MAX_DIFF_CHARS = 20_000
+WAITING_STATUSES = frozenset({"pending_amendment", "pending_edit", "pending_tool"})
+"""The status of a paused call's result while its request waits for the human."""
 
 
 def request_amendment(
@@ -58,13 +61,15 @@ def request_amendment(
     now: float,
     target: str = "",
     diff: str | None = None,
+    change: dict[str, Any] | None = None,
     reason: str = "",
     approval_id: str | None = None,
 ) -> Transition:
     """Open an amendment (or edit review) for the call ``call_id``; the run pauses.
 
     ``wants`` is what the call needs beyond the scope (for ``edit``: the file it writes);
-    ``target`` names the call for a human (``Write inventory/stock.py``).
+    ``target`` names the call for a human (``Write inventory/stock.py``); ``change`` is
+    the file before and after a write (``path``, ``old_text``, ``new_text``), when short.
     """
     if record is None or (kind != "tool" and not record.is_being_implemented()):
         raise PlanError(ErrorCode.INVALID_STATE, "amendments apply to an approved plan only")
@@ -87,6 +92,9 @@ def request_amendment(
         title = "Allow this tool call?"
         message = f"The agent wants to call `{tool_name}`: {reason or 'the policy asks'}."
         status = "pending_tool"
+    if kind != "tool" and reason:
+        # The policy file asks for this call too; this one request answers both.
+        message += f" The tool policy asks too: {reason}."
     payload: dict[str, Any] = {
         "status": status,
         "title": title,
@@ -106,6 +114,8 @@ def request_amendment(
     if diff is not None:
         payload["diff"] = diff[:MAX_DIFF_CHARS]
         payload["diff_truncated"] = len(diff) > MAX_DIFF_CHARS
+    if change is not None:
+        payload["change"] = change
     updated.pending.append(
         PendingRequest(
             kind=kind,
@@ -160,6 +170,7 @@ def resolve_amendment(
         result: dict[str, Any] = {
             "status": "approved",
             "message": f"The user approved the {what}; the call ran.",
+            "request": pending.kind,
         }
         if pending.kind == "amendment" and updated.scope is not None:
             result["scope_summary"] = updated.scope.summary()
@@ -174,7 +185,9 @@ def resolve_amendment(
             hint = "stay within the approved scope, or explain why you need it and ask the user"
         if note:
             message += f". Reviewer note: {note}"
-        result = error_result(code, message, hint, status="rejected", reviewer_note=note)
+        result = error_result(
+            code, message, hint, status="rejected", reviewer_note=note, request=pending.kind
+        )
     return decided(
         record,
         updated,
@@ -186,6 +199,8 @@ def resolve_amendment(
         note=note,
         with_plan=False,
         kind=f"plan.{pending.kind}",
+        # The status does not move on an amendment: the journal says what was decided.
+        outcome=response["status"],
         call_id=pending.call_id,
         tool=pending.tool_name,
         wants=wants.asks(),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from sqlalchemy import Row, bindparam, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -41,9 +41,9 @@ from plangate.store.schema import (
 from plangate.store.store import Conflict
 
 __all__ = [
+    "FORK_KIND",
     "INTENT_CONFLICT",
     "MAX_LINEAGE_DEPTH",
-    "ForkKind",
     "IntentRepository",
     "IntentRevision",
     "IntentRevisionConflict",
@@ -54,7 +54,8 @@ __all__ = [
 INTENT_CONFLICT = "SESSION_INTENT_REVISION_CONFLICT"
 MAX_LINEAGE_DEPTH = 64
 
-ForkKind = Literal["fork", "rewrite", "checkpoint"]
+FORK_KIND = "fork"
+"""The only kind of branch plangate makes: from where the parent is now."""
 
 
 class _Resolve:
@@ -117,7 +118,7 @@ class SessionFork:
     session_key: str
     parent_session_key: str
     fork_revision_id: str | None
-    fork_kind: ForkKind
+    fork_kind: str
     source_run_id: str | None
 
 
@@ -186,6 +187,12 @@ class IntentRepository:
         own = await self.head(session_key)
         if own is not None:
             return own
+        return await self._lineage_pin(session_key, max_depth)
+
+    async def _lineage_pin(
+        self, session_key: str, max_depth: int = MAX_LINEAGE_DEPTH
+    ) -> str | None:
+        """The nearest fork pin up the lineage of ``session_key`` (its own head aside)."""
         seen = {session_key}
         current = session_key
         for _ in range(max_depth):
@@ -394,32 +401,16 @@ class IntentRepository:
 
     # -- branches -------------------------------------------------------------------
 
-    async def checkpoint(self, session_key: str, run_id: str) -> str | None:
-        """The revision a checkpoint of ``run_id`` pins: the run's *active* revision."""
-        binding = await self.binding(session_key, run_id)
-        if binding is None:
-            raise ProtocolError(ErrorCode.RUN_INTENT_BINDING_NOT_FOUND, f"{run_id}")
-        return binding.active_revision_id
-
-    async def rewrite_pin(self, session_key: str, run_id: str) -> str | None:
-        """The revision a branch that rewrites ``run_id`` pins: the run's *base*, because
-        the branch point lies before that run changed anything."""
-        binding = await self.binding(session_key, run_id)
-        if binding is None:
-            raise ProtocolError(ErrorCode.RUN_INTENT_BINDING_NOT_FOUND, f"{run_id}")
-        return binding.base_revision_id
-
     async def fork_session(
         self,
         parent_session_key: str,
         child_session_key: str,
         pin_revision: str | _Resolve | None = RESOLVE_AT_FORK,
-        *,
-        kind: ForkKind = "fork",
-        source_run_id: str | None = None,
     ) -> SessionFork:
-        """Record a branch. Without an explicit pin, the parent's resolution *now* is
-        pinned, so later changes of the parent never reach the child."""
+        """Record a branch, and give it the parent's run bindings (a run paused at the
+        fork resumes in the branch on the task it had). Without an explicit pin, the
+        parent's resolution *now* is pinned, so later changes of the parent never reach
+        the child."""
         if parent_session_key == child_session_key:
             raise ProtocolError(ErrorCode.SESSION_FORK_INVALID, f"{child_session_key}")
         if isinstance(pin_revision, _Resolve):
@@ -433,28 +424,63 @@ class IntentRepository:
                 session_key=child_session_key,
                 parent_session_key=parent_session_key,
                 fork_revision_id=pin,
-                fork_kind=kind,
-                source_run_id=source_run_id,
+                fork_kind=FORK_KIND,
+                source_run_id=None,
                 created_at=time.time(),
             )
         )
-        return SessionFork(child_session_key, parent_session_key, pin, kind, source_run_id)
-
-    async def delete_session(self, session_key: str) -> list[str]:
-        """Delete a session's intents, heads, bindings and forks, and those of every
-        branch below it. Returns the deleted session keys."""
-        doomed = [session_key]
-        index = 0
-        while index < len(doomed):
-            children = (
-                await self._conn.execute(
-                    select(session_forks.c.session_key).where(
-                        session_forks.c.parent_session_key == doomed[index]
-                    )
+        bindings = (
+            await self._conn.execute(
+                select(run_intent_bindings).where(
+                    run_intent_bindings.c.session_key == parent_session_key
                 )
-            ).scalars()
-            doomed.extend(child for child in children if child not in doomed)
-            index += 1
-        for table in (intent_heads, run_intent_bindings, intent_revisions, session_forks):
-            await self._conn.execute(delete(table).where(table.c.session_key.in_(doomed)))
-        return doomed
+            )
+        ).all()
+        if bindings:
+            now = time.time()
+            await self._conn.execute(
+                insert(run_intent_bindings),
+                [
+                    {
+                        "session_key": child_session_key,
+                        "run_id": row.run_id,
+                        "base_revision_id": row.base_revision_id,
+                        "active_revision_id": row.active_revision_id,
+                        "task_relation": row.task_relation,
+                        "updated_at": now,
+                    }
+                    for row in bindings
+                ],
+            )
+        return SessionFork(child_session_key, parent_session_key, pin, FORK_KIND, None)
+
+    async def delete_session(self, session_key: str) -> None:
+        """Delete a session's heads, bindings, fork record and revisions.
+
+        Its branches are sessions of their own and stay: each gets what it resolves to
+        now as its pin (so it no longer reads through the deleted session), and the
+        revisions some branch pins are kept for it."""
+        children = (
+            await self._conn.execute(
+                select(session_forks.c.session_key).where(
+                    session_forks.c.parent_session_key == session_key
+                )
+            )
+        ).scalars()
+        for child in list(children):
+            await self._conn.execute(
+                update(session_forks)
+                .where(session_forks.c.session_key == child)
+                .values(fork_revision_id=await self._lineage_pin(child))
+            )
+        for table in (intent_heads, run_intent_bindings, session_forks):
+            await self._conn.execute(delete(table).where(table.c.session_key == session_key))
+        pinned = select(session_forks.c.fork_revision_id).where(
+            session_forks.c.fork_revision_id.is_not(None)
+        )
+        await self._conn.execute(
+            delete(intent_revisions).where(
+                intent_revisions.c.session_key == session_key,
+                intent_revisions.c.id.not_in(pinned),
+            )
+        )

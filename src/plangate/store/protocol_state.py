@@ -19,8 +19,9 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
+from plangate.errors import ErrorCode
 from plangate.journal.events import JournalEvent
-from plangate.protocol.definitions import LedgerEntry, ProtocolState
+from plangate.protocol.definitions import LedgerEntry, ProtocolError, ProtocolState
 from plangate.protocol.handoff import ProtocolEvent
 from plangate.store.fresh import FreshDocuments
 from plangate.store.schema import documents
@@ -103,6 +104,15 @@ def journal_event(event: ProtocolEvent, *, actor: str = "protocol") -> JournalEv
     )
 
 
+def _segment_missing(segment_id: str) -> ProtocolError:
+    return ProtocolError(
+        ErrorCode.PROTOCOL_SEGMENT_MISSING,
+        segment_id,
+        "the run's protocol state was removed from the store; send a new message to start "
+        "a new run",
+    )
+
+
 def _segment_key(scope_key: str, segment_id: str) -> str:
     return f"{scope_key}#{segment_id}"
 
@@ -150,7 +160,7 @@ class ProtocolStateStore:
         for segment_id in run.segment_ids:
             segment = await self.segment(scope_key, segment_id)
             if segment is None:
-                raise LookupError(f"PROTOCOL_SEGMENT_MISSING:{segment_id}")
+                raise _segment_missing(segment_id)
             found.append(segment)
         return found
 
@@ -167,7 +177,10 @@ class ProtocolStateStore:
         invocation, such as a sub-agent spawned by a tool)."""
         query = (
             select(documents.c.data)
-            .where(documents.c.kind == RUN_KIND, documents.c.key.startswith(scope_key + "#"))
+            .where(
+                documents.c.kind == RUN_KIND,
+                documents.c.key.startswith(scope_key + "#", autoescape=True),
+            )
             .order_by(documents.c.updated_at.desc())
             .limit(20)
         )
@@ -261,7 +274,7 @@ class ProtocolStateStore:
         for attempt in range(attempts):
             current = await self.segment(scope_key, segment_id)
             if current is None:
-                raise LookupError(f"PROTOCOL_SEGMENT_MISSING:{segment_id}")
+                raise _segment_missing(segment_id)
             new_state, events = change(current.value)
             try:
                 await self.write(scope_key, segments=[(new_state, current.version)], events=events)

@@ -61,7 +61,7 @@ async def stale_runs(
     now = time.time()
     query = select(documents).where(documents.c.kind == RUN_KIND)
     if session_key is not None:
-        query = query.where(documents.c.key.startswith(session_key + "/"))
+        query = query.where(documents.c.key.startswith(session_key + "/", autoescape=True))
     async with store.engine.connect() as conn:
         rows = (await conn.execute(query)).all()
         live = set(

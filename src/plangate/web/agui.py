@@ -49,6 +49,7 @@ from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event
 from google.genai import types
 
+from plangate.adk.capability import CONFIRMATION_CALL
 from plangate.adk.contract import StreamingMode
 from plangate.adk.database import failure_text
 from plangate.adk.protocols import protocol_runtime
@@ -65,6 +66,7 @@ __all__ = [
     "PreparedRun",
     "StateKeys",
     "interrupt_for",
+    "is_confirmation",
     "lease_lost_event",
     "prepare_run",
     "protocol_failure",
@@ -92,12 +94,29 @@ _DECISION_SCHEMA = {"type": "string", "enum": ["approve", "reject"]}
 _NOTE_SCHEMA = {"type": "string", "description": "Optional note for the agent"}
 
 
-def _decide_schema() -> dict[str, Any]:
+_SCOPE_SCHEMA = {
+    "type": "object",
+    "description": "The scope, edited by the reviewer (replaces the one shown)",
+    "additionalProperties": False,
+    "properties": {
+        "write": {"type": "array", "items": {"type": "string"}},
+        "commands": {"type": "array", "items": {"type": "string"}},
+        "network": {"type": "boolean"},
+    },
+}
+_PERMISSION_SCHEMA = {
+    "type": "string",
+    "enum": ["auto", "ask_each_edit"],
+    "description": "auto: act within the scope; ask_each_edit: review every file write",
+}
+
+
+def _decide_schema(**more: dict[str, Any]) -> dict[str, Any]:
     """A reply that approves or rejects, with an optional note (entry, amendment, edit)."""
     return {
         "type": "object",
         "required": ["decision"],
-        "properties": {"decision": _DECISION_SCHEMA, "reviewer_note": _NOTE_SCHEMA},
+        "properties": {"decision": _DECISION_SCHEMA, "reviewer_note": _NOTE_SCHEMA, **more},
     }
 
 
@@ -191,29 +210,37 @@ def interrupt_for(request: PendingRequest) -> Interrupt:
             content=payload.get("content"),
             scope=payload.get("scope"),
             scope_summary=payload.get("scope_summary"),
+            permission_options=payload.get("permission_options", ["auto", "ask_each_edit"]),
         )
-        schema = {
-            "type": "object",
-            "required": ["decision"],
-            "properties": {
-                "decision": _DECISION_SCHEMA,
-                "content": {"type": "string", "description": "The plan, edited by the reviewer"},
-                "reviewer_note": _NOTE_SCHEMA,
-                "revision": {"type": "integer", "const": request.revision},
-                "sha256": {"type": "string", "const": request.sha256},
-            },
-        }
+        schema = _decide_schema(
+            content={"type": "string", "description": "The plan, edited by the reviewer"},
+            scope=_SCOPE_SCHEMA,
+            permission=_PERMISSION_SCHEMA,
+            revision={"type": "integer", "const": request.revision},
+            sha256={"type": "string", "const": request.sha256},
+        )
     elif request.kind in ("amendment", "edit", "tool"):
         message = str(payload.get("message") or "")
         metadata.update(
             title=payload.get("title"),
             revision=request.revision,
             sha256=request.sha256,
+            target=payload.get("target"),
             wants=payload.get("wants"),
+            scope=payload.get("scope"),
             scope_summary=payload.get("scope_summary"),
             diff=payload.get("diff"),
+            diff_truncated=payload.get("diff_truncated"),
         )
-        schema = _decide_schema()
+        # Approving an amendment may send back the whole scope it leaves in force (widened
+        # to a glob, say); an edit review or a tool call only approves or refuses.
+        bound = {
+            "revision": {"type": "integer", "const": request.revision},
+            "sha256": {"type": "string", "const": request.sha256},
+        }
+        if request.kind == "amendment":
+            bound["scope"] = _SCOPE_SCHEMA
+        schema = _decide_schema(**bound)
     else:
         message = str(payload.get("message") or "")
         metadata.update(question_id=request.question_id, options=payload.get("options"))
@@ -585,6 +612,8 @@ class EventTranslator:
             out.append(TextMessageContentEvent(message_id=event.id, delta=text))
             out.append(TextMessageEndEvent(message_id=event.id))
         for part in parts:
+            if is_confirmation(part):
+                continue  # ADK's pause of a call: the interrupt shows it, not a tool call
             call = part.function_call
             if call is not None and call.id:
                 out.append(
@@ -619,6 +648,15 @@ class EventTranslator:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def is_confirmation(part: types.Part) -> bool:
+    """ADK's tool confirmation, with which a call outside the plan's scope (or an edit
+    under review) pauses and resumes. It is plumbing: the paused call's interrupt and
+    its reply are what a person sees."""
+    call, response = part.function_call, part.function_response
+    name = call.name if call is not None else response.name if response is not None else None
+    return name == CONFIRMATION_CALL
 
 
 class StateMirror:
@@ -690,7 +728,9 @@ async def run_events(
                 return
             message = waiting.message
             assert message is not None  # awaiting() is ready: its resume message exists
-            unanswered = _call_ids(message)
+            # The decisions this run carried, and the replies the resume message holds; a
+            # paused call resumes through ADK's confirmation, whose id is not the call's.
+            unanswered = list(dict.fromkeys([*submitted, *_call_ids(message, confirmations=False)]))
         translator = EventTranslator()
         assert message is not None
         async for event in session.run(
@@ -771,8 +811,8 @@ async def _matched_call(session: PlanSession, reply: types.Content) -> str:
     return ""
 
 
-def _call_ids(message: types.Content) -> list[str]:
-    return [r.id or "" for r in replies_in(message)]
+def _call_ids(message: types.Content, *, confirmations: bool = True) -> list[str]:
+    return [r.id or "" for r in replies_in(message) if confirmations or r.name != CONFIRMATION_CALL]
 
 
 def _reply_error(exc: ReplyError) -> RunErrorEvent:

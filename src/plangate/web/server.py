@@ -27,8 +27,9 @@ import logging
 import re
 import secrets
 import socket
+import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from plangate.adk.branches import BranchError, delete_session, fork_session
 from plangate.adk.database import (
     DatabaseError,
     database_error,
@@ -490,6 +492,73 @@ async def stop(request: Request) -> Response:
     return JSONResponse({"stopped": True, "message": "Stopped. Send a message to go on."})
 
 
+async def branch(request: Request) -> Response:
+    """ "Branch from here": a new thread that starts where this one is now (messages, plan,
+    waiting requests, task) and goes its own way. ``201 {"threadId": <new id>}``."""
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    web, thread_id = found
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        return _error(415, ErrorCode.BAD_INPUT, "send Content-Type: application/json")
+    new_id = f"t-{uuid.uuid4().hex}"
+
+    async def work() -> Response:
+        branched = await fork_session(web.plan_session(thread_id), new_id)
+        return JSONResponse(
+            {"threadId": branched.session_id, "from": thread_id},
+            status_code=201,
+            headers={"Cache-Control": "no-store"},
+        )
+
+    return await _while_idle(web, thread_id, "branch", work)
+
+
+async def delete_thread(request: Request) -> Response:
+    """Delete a thread with its plan and protocol state (the journal keeps the audit
+    trail, with the deletion in it). A thread with a run in progress is refused (409)."""
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    web, thread_id = found
+
+    async def work() -> Response:
+        await delete_session(web.plan_session(thread_id))
+        return JSONResponse({"deleted": True, "threadId": thread_id})
+
+    return await _while_idle(web, thread_id, "delete", work)
+
+
+async def _while_idle(
+    web: WebState, thread_id: str, action: str, work: Callable[[], Awaitable[Response]]
+) -> Response:
+    """Run ``work`` holding the thread here and on every server (its run lease): no run
+    starts meanwhile, and a thread with a run in progress is refused with 409."""
+    busy = _error(
+        409,
+        ErrorCode.RUN_IN_PROGRESS,
+        f"thread {thread_id!r} has a run in progress; stop it or wait for it, then {action}",
+    )
+    if thread_id in web.runs:
+        return busy
+    web.runs[thread_id] = None
+    try:
+        try:
+            lease = await web.threads.start(thread_id, f"{action}-{uuid.uuid4().hex}")
+        except LeaseHeld:
+            return busy
+        try:
+            return await work()
+        except BranchError as exc:
+            status = 404 if exc.code is ErrorCode.NO_THREAD else 409
+            return _error(status, exc.code, exc.message)
+        finally:
+            await web.threads.finish(lease)
+    finally:
+        web.runs.pop(thread_id, None)
+
+
 async def threads(request: Request) -> Response:
     """The threads in the database, newest first: id, last update and the first message."""
     web = _web(request)
@@ -575,6 +644,8 @@ def create_app(
             Route("/api/agent", agent, methods=["POST"]),
             Route("/api/threads", threads),
             Route("/api/threads/{thread_id}", thread),
+            Route("/api/threads/{thread_id}", delete_thread, methods=["DELETE"]),
+            Route("/api/threads/{thread_id}/branch", branch, methods=["POST"]),
             Route("/api/threads/{thread_id}/journal", journal),
             Route("/api/threads/{thread_id}/leave-plan", leave_plan, methods=["POST"]),
             Route("/api/threads/{thread_id}/mode", select_mode, methods=["POST"]),

@@ -14,12 +14,13 @@ from ag_ui.core import AssistantMessage, FunctionCall, Message, ToolCall, ToolMe
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 
+from plangate.adk.branches import BRANCH_OF_KEY
 from plangate.adk.protocols import protocol_runtime
 from plangate.adk.scope import PlanScope
 from plangate.adk.session import SYSTEM_AUTHOR, PlanSession
 from plangate.plan.session_state import PlanSessionState
 from plangate.store.store import JournalEntry
-from plangate.web.agui import StateKeys, interrupt_for, reply_id, shared_state
+from plangate.web.agui import StateKeys, interrupt_for, is_confirmation, reply_id, shared_state
 
 __all__ = ["journal_json", "thread_journal", "thread_json", "thread_list", "thread_messages"]
 
@@ -39,7 +40,12 @@ def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Mes
         for part in (event.content.parts if event.content else None) or []
         if part.function_response is not None
     }
-    withdrawn = {k: v for k, v in plan_state.resolutions.items() if k not in answered}
+    # A call paused by the scope (an amendment, an edit review) is answered through ADK's
+    # confirmation, so the human's decision has no reply of its own in the session either.
+    confirmed = _confirmed_calls(events)
+    withdrawn = {
+        k: v for k, v in plan_state.resolutions.items() if k not in answered or k in confirmed
+    }
     waiting: list[str] = []
     messages: list[Message] = []
 
@@ -58,7 +64,9 @@ def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Mes
             flush()
         if event.content is None:
             continue
-        parts = event.content.parts or []
+        # ADK's confirmation of a paused call is plumbing: its request shows as the
+        # call's interrupt and the decision as the call's reply (a resolution).
+        parts = [p for p in event.content.parts or [] if not is_confirmation(p)]
         for part in parts:
             if part.function_call is not None and part.function_call.id in withdrawn:
                 waiting.append(part.function_call.id)
@@ -105,6 +113,20 @@ def thread_messages(events: list[Any], plan_state: PlanSessionState) -> list[Mes
                 )
     flush()
     return messages
+
+
+def _confirmed_calls(events: list[Any]) -> set[str]:
+    """The ids of the calls ADK's confirmation paused (see :func:`is_confirmation`)."""
+    ids: set[str] = set()
+    for event in events:
+        for part in (event.content.parts if event.content else None) or []:
+            call = part.function_call
+            if call is None or not is_confirmation(part):
+                continue
+            original = (call.args or {}).get("originalFunctionCall")
+            if isinstance(original, dict) and isinstance(original.get("id"), str):
+                ids.add(original["id"])
+    return ids
 
 
 def _reply_content(state: PlanSessionState, call_id: str, raw: Any) -> Any:
@@ -215,6 +237,7 @@ async def thread_list(runner: Runner, user_id: str, *, running: set[str]) -> lis
                 "updatedAt": session.last_update_time,
                 "title": _first_user_text(session.events),
                 "planStatus": _plan_status(session.state),
+                "branchOf": session.state.get(BRANCH_OF_KEY),
                 "running": session.id in running,
             }
         )

@@ -57,6 +57,7 @@
   // Markdown, diffs and tool results for people; every HTML string it returns is sanitized.
 
   const R = window.plangateRender;
+  const P = window.plangateScope; // the plan scope, its edit, and the cards of calls it pauses
   const renderDiff = (before, after) => R.renderDiff(before, after);
 
   // ---------------------------------------------------------------- JSON Patch (RFC 6902)
@@ -314,6 +315,8 @@
 
   // Refusals by a boundary before the call ran; everything else with an error failed.
   const GATE_CODES = new Set(["PLAN_MODE_GATE", "POLICY_DENIED"]);
+  // Calls the user refused on a card (outside the scope, an edit under review, a tool call).
+  const REFUSED_BY_YOU = new Set(["SCOPE_AMENDMENT_REFUSED", "EDIT_REFUSED", "TOOL_CALL_REFUSED"]);
 
   // A protocol refusal from its fields (phase, action, handoff targets), never its text.
   function protocolRefusal(name, result) {
@@ -334,10 +337,13 @@
         const hint = result.hint ? String(result.hint) : "";
         if (result.status === "ignored") return { kind: "ignored", text: message, hint };
         if (GATE_CODES.has(result.code)) return { kind: "refused", text: message, hint };
+        if (REFUSED_BY_YOU.has(result.code)) return { kind: "rejected", text: message, hint };
         if (result.error_category === "protocol") return { kind: "refused", by: "protocol", text: protocolRefusal(name, result), hint };
         return { kind: "error", text: result.code ? `${message} (${result.code})` : message, hint };
       }
       if (result.status === "waiting") return { kind: "waiting", text: "still waiting for you" };
+      // The card below says what the call waits for; the block only says that it waits.
+      if (P.WAITING.has(result.status)) return { kind: "waiting", text: "waits for your decision on the card below" };
       if (result.status === "cancelled") return { kind: "withdrawn", text: result.message || "withdrawn" };
       if (result.status === "rejected") return { kind: "rejected", text: result.reviewer_note ? `rejected: ${result.reviewer_note}` : "rejected" };
       if (result.status === "approved") return { kind: "ok", text: truncate(result.message || "approved", 160) };
@@ -441,6 +447,8 @@
 
   function decisionText(result, toolName) {
     if (!result || typeof result !== "object") return "Replied";
+    const scoped = P.decisionText(result);
+    if (scoped) return scoped;
     if (result.status === "ignored") return `Reply ignored — ${result.message || result.error || ""}`;
     if (result.status === "cancelled") return "Left Plan mode — request withdrawn";
     if (result.status === "withdrawn") return `Withdrawn — ${result.message || "no longer needed"}`;
@@ -528,6 +536,12 @@
       factRow.append(f);
     });
     rows.push(factRow);
+    if (record.scopeSummary) {
+      const permission = record.status === "approved" && record.permission === "ask_each_edit" ? el("span", { class: "chip", text: "you review each edit" }) : null;
+      rows.push(el("div", { class: "plan-scope" }, el("span", { class: "label", text: "Scope" }), el("span", { class: "scope-summary", html: R.inlineHtml(record.scopeSummary) }), permission));
+    } else if (record.status === "approved" && record.permission === "ask_each_edit") {
+      rows.push(el("div", { class: "plan-scope" }, el("span", { class: "label", text: "Scope" }), "the whole workspace", el("span", { class: "chip", text: "you review each edit" })));
+    }
     if (record.reviewerNote) rows.push(el("div", { class: "reviewer-note" }, el("span", { class: "label", text: "Reviewer note" }), record.reviewerNote));
     meta.replaceChildren(...rows);
     if (record.content) {
@@ -697,6 +711,8 @@
 
   function describe(entry) {
     const d = entry.detail || {};
+    const scoped = P.describe(entry);
+    if (scoped) return scoped;
     const rev = entry.revision ? ` revision ${entry.revision}` : "";
     const hash = entry.sha256 && entry.revision ? ` (sha256 ${shortHash(entry.sha256)})` : "";
     switch (entry.kind) {
@@ -725,7 +741,10 @@
         if (to === "drafting" && from === "pending_approval") return { cls: "decision reject", text: `Rejected${rev}${d.note ? ` — “${d.note}”` : ""}` };
         if (to === "drafting") return { cls: "", text: `Started drafting →${rev}` };
         if (to === "pending_approval") return { cls: "", text: `Submitted${rev} for approval${hash}` };
-        if (to === "approved") return { cls: "decision approve", text: `Approved${rev}${d.edited ? " with edits" : ""}${hash}` };
+        if (to === "approved") {
+          const each = d.permission === "ask_each_edit" ? ", reviewing each edit" : "";
+          return { cls: "decision approve", text: `Approved${rev}${d.edited ? " with edits" : ""}${each}${hash}` };
+        }
         if (to === "cancelled" && from === "pending_enter") return { cls: "decision reject", text: "Declined Plan mode" };
         if (to === "cancelled") return { cls: "", text: `Cancelled the plan${d.reason ? ` (${d.reason})` : ""}` };
         return { cls: "", text: `${from || "none"} → ${to}` };
@@ -816,6 +835,7 @@
   function cardTitle(interrupt) {
     if (interrupt.reason === "plan_approval") return `Approve the plan? — revision ${(interrupt.metadata || {}).revision}`;
     if (interrupt.reason === "question") return "Question from the agent";
+    if (P.REASONS.has(interrupt.reason)) return P.title(interrupt);
     return "Enter Plan mode?";
   }
 
@@ -889,16 +909,22 @@
     const note = el("textarea", { class: "note", rows: 2, placeholder: "Note to the agent (needed to reject)", "aria-label": "Reviewer note" });
     const approve = el("button", { type: "button", class: "primary", text: "Approve" });
     const reject = el("button", { type: "button", class: "danger", text: "Reject" });
-    const edited = () => editor.value !== content;
+    // The scope is approved with the text: shown as a line and a list, edited like the plan.
+    const scopeEdit = P.scopeEditor(meta.scope, { label: meta.scope ? "Edit the scope" : "Give the plan a scope", onchange: () => relabel() });
+    const permission = P.permissionChoice(meta.permission_options);
+    const edited = () => editor.value !== content || scopeEdit.changed();
+    const relabel = () => (approve.textContent = edited() ? "Approve with edits" : "Approve");
     editor.addEventListener("input", () => {
-      approve.textContent = edited() ? "Approve with edits" : "Approve";
-      editsBox.hidden = !edited();
-      if (edited()) editsBox.replaceChildren(el("div", { class: "tool-label", text: `Your edits to revision ${meta.revision}` }), renderDiff(content, editor.value));
+      relabel();
+      editsBox.hidden = editor.value === content;
+      if (!editsBox.hidden) editsBox.replaceChildren(el("div", { class: "tool-label", text: `Your edits to revision ${meta.revision}` }), renderDiff(content, editor.value));
     });
     note.addEventListener("input", () => note.classList.remove("invalid"));
     const payload = (decision) => {
       const p = { decision, revision: meta.revision, sha256: meta.sha256 };
-      if (edited()) p.content = editor.value;
+      if (editor.value !== content) p.content = editor.value;
+      if (decision === "approve" && scopeEdit.changed()) p.scope = scopeEdit.value();
+      if (decision === "approve") p.permission = permission.value();
       if (note.value.trim()) p.reviewer_note = note.value.trim();
       return p;
     };
@@ -931,11 +957,15 @@
         el("span", { class: "dot", text: "·" }),
         el("span", { class: "mono", title: `sha256 ${meta.sha256}`, text: `sha256 ${shortHash(meta.sha256)}` })
       ),
+      el("div", { class: "tool-label", text: "What approving grants" }),
+      P.scopeFacts(meta.scope, meta.scope_summary, "Plan scope"),
+      scopeEdit.node,
       diffSection,
       el("div", { class: "plan-head" }, el("label", { class: "tool-label", text: "Plan — edit before approving if you like (Ctrl+Enter approves)" }), planViewToggle(editor, preview)),
       editor,
       preview,
       editsBox,
+      permission.node,
       note,
       el("div", { class: "actions sticky" }, approve, reject)
     );
@@ -944,6 +974,7 @@
   function cardFor(interrupt) {
     if (interrupt.reason === "plan_approval") return approvalCard(interrupt);
     if (interrupt.reason === "question") return questionCard(interrupt);
+    if (P.REASONS.has(interrupt.reason)) return P.requestCard(interrupt, { card, reply: (decision, extra) => resume(interrupt, "resolved", { decision, ...extra }), scope: () => (plan() || {}).scope || (interrupt.metadata || {}).scope });
     return entryCard(interrupt);
   }
 
@@ -1491,24 +1522,64 @@
       return;
     }
     const threads = body.threads || [];
-    const items = threads.map((t) =>
-      el(
+    const items = threads.map((t) => {
+      const title = t.title || "(no message yet)";
+      return el(
         "li",
-        {},
+        { class: "thread-row" },
         el(
           "button",
           { type: "button", class: "thread-item", "data-thread-id": t.threadId, "aria-current": t.threadId === S.threadId ? "true" : null, onclick: () => openThread(t.threadId) },
-          el("span", { class: "thread-title", text: t.title || "(no message yet)" }),
-          el("span", { class: "thread-meta", text: [ago(t.updatedAt), t.planStatus ? `plan ${words(t.planStatus)}` : "", t.running ? "running" : ""].filter(Boolean).join(" · ") })
+          el("span", { class: "thread-title", text: title }),
+          el("span", { class: "thread-meta", text: [ago(t.updatedAt), t.branchOf ? "branch" : "", t.planStatus ? `plan ${words(t.planStatus)}` : "", t.running ? "running" : ""].filter(Boolean).join(" · ") })
+        ),
+        el(
+          "span",
+          { class: "thread-actions" },
+          el("button", { type: "button", class: "ghost small", "data-action": "branch", "aria-label": `Branch from here: ${title}`, title: "A new thread that starts where this one is now", disabled: t.running, onclick: () => branchThread(t.threadId) }, "Branch from here"),
+          el("button", { type: "button", class: "ghost small danger", "data-action": "delete", "aria-label": `Delete thread: ${title}`, disabled: t.running, onclick: () => deleteThread(t.threadId, title) }, "Delete")
         )
-      )
-    );
+      );
+    });
     box.replaceChildren(
       el("h2", { class: "sr-only", text: "Threads" }),
       items.length ? el("ul", { class: "threads" }, items) : el("p", { class: "muted", text: "No threads yet: send a message to start one." })
     );
     const current = box.querySelector('[aria-current="true"]') || box.querySelector("button");
     if (current) current.focus();
+  }
+
+  // A branch starts where the thread is now and goes its own way; the original stays.
+  async function branchThread(threadId) {
+    if (S.running) {
+      showBanner("Wait for the run to end (or stop it) before branching a thread.", "info");
+      return;
+    }
+    const { ok, status, body } = await postJson(`/api/threads/${encodeURIComponent(threadId)}/branch`, {});
+    if (!ok) {
+      if (!authProblem(status)) showBanner(`Could not branch the thread: ${errorText(body.code, body.error)}`);
+      return;
+    }
+    await openThread(body.threadId);
+    showBanner("Branched: this is a new thread that starts where the other one was. The original is unchanged.", "info");
+    window.__events.push({ type: "THREAD_BRANCHED", from: threadId, threadId: body.threadId, at: performance.now() });
+  }
+
+  async function deleteThread(threadId, title) {
+    if (!window.confirm(`Delete the thread "${title}"? Its messages and plan are removed; the journal keeps a record of the deletion.`)) return;
+    const response = await fetch(`/api/threads/${encodeURIComponent(threadId)}`, { method: "DELETE", headers: headers({}) }).catch(() => null);
+    const body = response ? await response.json().catch(() => ({})) : { error: "the server did not answer" };
+    if (!response || !response.ok) {
+      if (!response || !authProblem(response.status)) showBanner(`Could not delete the thread: ${errorText(body.code, body.error)}`);
+      return;
+    }
+    localStorage.removeItem(`plangate.draft.${threadId}`);
+    if (threadId === S.threadId) startNewThread();
+    // The list again, without the deleted thread.
+    $("thread-list").hidden = true;
+    await toggleThreads();
+    showBanner("The thread was deleted.", "info");
+    window.__events.push({ type: "THREAD_DELETED", threadId, at: performance.now() });
   }
 
   async function openThread(threadId) {
@@ -1575,6 +1646,18 @@
     renderMode();
   }
 
+  function startNewThread() {
+    S.threadId = randomId("t-");
+    S.selection = null;
+    remember();
+    hideBanner();
+    resetView();
+    $("input").value = "";
+    renderState();
+    renderTimeline();
+    renderCards();
+  }
+
   async function start() {
     remember();
     trackScroll();
@@ -1602,15 +1685,7 @@
     $("new-thread").addEventListener("click", () => {
       if (S.running) return;
       saveDraft();
-      S.threadId = randomId("t-");
-      S.selection = null;
-      remember();
-      hideBanner();
-      resetView();
-      $("input").value = "";
-      renderState();
-      renderTimeline();
-      renderCards();
+      startNewThread();
       $("input").focus();
     });
     const info = await getJson("/api/info");

@@ -19,6 +19,7 @@
       if (value === null || value === undefined || value === false) continue;
       if (key === "class") node.className = value;
       else if (key === "text") node.textContent = value;
+      else if (key === "html") node.innerHTML = value; // only ever sanitized output of this file
       else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
@@ -137,12 +138,36 @@
    * options: context (lines), label (names the region), scroll (a focusable scroll box
    * for cards; tool blocks fold instead, so they add no tab stop of their own). */
   function renderDiff(before, after, options) {
+    return drawRows(diffRows(before, after), options);
+  }
+
+  /** Rows of a unified diff (a file write waiting for review), parsed by jsdiff; each
+   * hunk starts with its line numbers. */
+  function patchRows(patch) {
+    const rows = [];
+    for (const file of Diff.parsePatch(String(patch ?? ""))) {
+      for (const hunk of file.hunks) {
+        rows.push({ op: "hunk", text: `@@ -${hunk.oldStart},${hunk.oldLines} +${hunk.newStart},${hunk.newLines} @@` });
+        for (const line of hunk.lines) {
+          if (line.startsWith("\\")) continue; // "\ No newline at end of file"
+          const op = line[0] === "+" ? "add" : line[0] === "-" ? "del" : "ctx";
+          rows.push({ op, text: line.slice(1) });
+        }
+      }
+    }
+    return rows;
+  }
+
+  function renderPatch(patch, options) {
+    return drawRows(patchRows(patch), { context: Infinity, ...(options || {}) });
+  }
+
+  function drawRows(rows, options) {
     const { context = 2, label = "Changes", scroll = true } = options || {};
-    const rows = diffRows(before, after);
     const attrs = { class: `diff${scroll ? " scroll" : ""}`, role: "region", "aria-label": label };
     if (scroll) attrs.tabindex = "0";
     const box = el("div", attrs);
-    const changed = rows.map((r) => r.op !== "ctx");
+    const changed = rows.map((r) => r.op === "add" || r.op === "del");
     if (!changed.some(Boolean)) {
       box.append(el("div", { class: "diff-none", text: "No changes." }));
       return box;
@@ -160,6 +185,10 @@
         return;
       }
       fold();
+      if (row.op === "hunk") {
+        lines.push(el("div", { class: "diff-fold", text: row.text }));
+        return;
+      }
       const sign = row.op === "add" ? "+" : row.op === "del" ? "−" : " ";
       const what = row.op === "add" ? "added: " : row.op === "del" ? "removed: " : "";
       lines.push(
@@ -455,5 +484,5 @@
     return null;
   }
 
-  window.plangateRender = { markdownHtml, inlineHtml, setMarkdown, renderDiff, diffRows, toolView, chartFor, toCsv, loadVega };
+  window.plangateRender = { el, markdownHtml, inlineHtml, setMarkdown, renderDiff, renderPatch, diffRows, patchRows, toolView, chartFor, toCsv, loadVega };
 })();
