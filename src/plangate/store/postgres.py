@@ -35,9 +35,12 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresDocuments"]
 
-_POOL_SIZE = 10
-"""Connections of the fast path (beside the engine's own pool): enough for concurrent
-writers on different sessions; the server's fsync, not a connection, is then the limit."""
+_POOL_SIZE = 4
+"""Connections of the fast path, beside the engine's own pool: a few, since every server
+process holds them and the server's connection limit is shared (its flush, not the
+number of connections, bounds commits)."""
+_IDLE_SECONDS = 30.0
+"""An idle connection is closed after this long, so a quiet process holds none."""
 
 _SELECT = "SELECT version, data FROM plangate_documents WHERE kind = $1 AND key = $2"
 _SELECT_VERSION = "SELECT version FROM plangate_documents WHERE kind = $1 AND key = $2"
@@ -98,7 +101,10 @@ class PostgresDocuments:
                     import asyncpg  # pyright: ignore[reportMissingTypeStubs]
 
                     self._pool = await asyncpg.create_pool(  # pyright: ignore[reportUnknownMemberType]
-                        min_size=0, max_size=_POOL_SIZE, **self._connect
+                        min_size=0,
+                        max_size=_POOL_SIZE,
+                        max_inactive_connection_lifetime=_IDLE_SECONDS,
+                        **self._connect,
                     )
         return self._pool.acquire()
 
