@@ -96,3 +96,16 @@ def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         require_service(f"bubblewrap: {status.detail}")
     yield
     sandbox_status.cache_clear()
+
+
+@pytest.fixture
+def fresh_postgres() -> Iterator[str]:
+    """A new, empty PostgreSQL database (several servers or hubs share it)."""
+    server = os.environ.get(POSTGRES_ENV)
+    if not server:
+        require_service(f"PostgreSQL: set {POSTGRES_ENV}")
+    assert server is not None
+    name = f"plangate_multi_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_admin(server, f'CREATE DATABASE "{name}"'))
+    yield server.rsplit("/", 1)[0] + f"/{name}"
+    asyncio.run(_admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -32,6 +32,7 @@ from acp_support import (
     open_session,
     planning_session,
     prompt,
+    script,
     sqlite_database_url,
 )
 from plangate.acp import mapping, requests
@@ -40,6 +41,8 @@ from plangate.models.demo import OPTIONS
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
 from plangate.sandbox import sandbox_status
+from plangate.store.leases import LeaseHeld, RunLeases
+from plangate.store.store import Store
 
 database_url = sqlite_database_url
 
@@ -342,3 +345,55 @@ def test_mapping_modes_kinds_and_bound_replies() -> None:
     assert requests.reply_for(entry, DeniedOutcome(outcome="cancelled")) is None
     with pytest.raises(ValueError, match="was not offered"):
         requests.reply_for(entry, AllowedOutcome(outcome="selected", option_id="approve"))
+
+
+WAIT_FOR_RELEASE = "while [ ! -e release ]; do sleep 0.05; done; echo released"
+
+
+async def test_fix_12_an_editor_and_a_server_never_run_one_thread_at_once(
+    tmp_path: Path, workspace: Path, sqlite_database_url: str
+) -> None:
+    """``plangate acp`` takes the same per-thread lease as ``plangate serve``: a prompt
+    while a server runs the session's thread is answered plainly and sends nothing, and
+    while the editor's run goes on a server cannot take the thread."""
+    database_url = sqlite_database_url
+    model = script(
+        tmp_path,
+        "steps",
+        [{"text": "first answer"}],
+        [{"call": "Bash", "args": {"command": WAIT_FOR_RELEASE}}],
+        [{"text": "released"}],
+    )
+    async with editor(tmp_path, workspace, database_url, *model) as (client, conn):
+        await new_session(client, conn, workspace)
+        thread_key = f"plangate/user/{client.session_id}"
+        store = await Store.open(database_url)
+        try:
+            server = RunLeases(store, holder="a server")
+            held, _ = await server.acquire(thread_key, "server-run")
+            start = len(client.updates)
+            assert await prompt(client, conn, "hello") == "end_turn"
+            assert "run in progress elsewhere" in client.text(start)
+            assert "first answer" not in client.text(start)
+            await server.release(held)
+            assert await prompt(client, conn, "hello") == "end_turn"
+            assert "first answer" in client.text(start)
+
+            refused: list[BaseException] = []
+
+            async def server_tries() -> None:
+                try:
+                    await server.acquire(thread_key, "server-run-2")
+                except LeaseHeld as exc:
+                    refused.append(exc)
+                (workspace / "release").touch()  # the command waits for this
+
+            client.during = ("Run while", server_tries)
+            assert await prompt(client, conn, "wait a while") == "end_turn"
+            assert client.during_task is not None
+            await client.during_task
+            assert len(refused) == 1
+            again, _ = await server.acquire(thread_key, "server-run-3")  # free once done
+            await server.release(again)
+        finally:
+            await store.close()

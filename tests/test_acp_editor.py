@@ -4,7 +4,6 @@ plan edits in a file, re-asked approvals, protocol refusals and MCP servers."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from datetime import datetime
@@ -47,6 +46,7 @@ from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.demo import QUESTION
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
+from plangate.plan.scope import plan_sha256
 
 database_url = sqlite_database_url
 
@@ -227,7 +227,9 @@ async def test_own_words_and_an_edited_plan_file_are_the_bound_replies(
     record = await session.record()
     assert record.status is PlanStatus.APPROVED and record.content_revisions == 3
     assert record.content.endswith("3. Note the fix in CHANGELOG.md\n")
-    assert record.sha256 == hashlib.sha256(record.content.encode()).hexdigest()
+    # The hash covers the approved text and the scope the demo's plan names.
+    assert record.scope is not None
+    assert record.sha256 == plan_sha256(record.content, record.scope)
     decision = record.approvals[-1]
     assert decision.decision == "approved"
     assert (decision.revision, decision.sha256) == (3, record.sha256)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -10,6 +11,9 @@ from pathlib import Path
 
 import pexpect
 import pytest
+
+from plangate.store.leases import Lease, LeaseHeld, RunLeases
+from plangate.store.store import Store
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 
@@ -592,6 +596,61 @@ def test_piped_input_works_but_cannot_approve(tmp_path: Path) -> None:
     stock = tmp_path / ".plangate" / "workspace" / "inventory" / "stock.py"
     assert "on_hand + 1" in stock.read_text()
     assert "Input is not a terminal" not in result.stderr.decode()
+
+
+async def _take_thread(database_url: str, thread_key: str) -> Lease:
+    """Hold the thread as a server's run does (another process on the same database)."""
+    store = await Store.open(database_url)
+    try:
+        lease, _ = await RunLeases(store, holder="a server").acquire(thread_key, "server-run")
+        return lease
+    finally:
+        await store.close()
+
+
+async def _free_thread(database_url: str, lease: Lease) -> None:
+    store = await Store.open(database_url)
+    try:
+        await RunLeases(store, holder=lease.holder).release(lease)
+    finally:
+        await store.close()
+
+
+def test_fix_12_a_terminal_and_a_server_never_run_one_thread_at_once(tmp_path: Path) -> None:
+    """``plangate chat`` takes the same per-thread lease as ``plangate serve``: a message
+    sent while a server runs the thread is refused (nothing sent, nothing lost), and while
+    the terminal runs, a server cannot take the thread."""
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            [{"text": "first answer"}],
+            [{"call": "Bash", "args": {"command": "sleep 30"}}],
+            [{"text": "after the cancel"}],
+        ],
+    )
+    child, session_id = start(tmp_path, "--model", f"script:{script}")
+    database_url = f"sqlite:///{tmp_path / '.plangate' / 'plangate.db'}"
+    thread_key = f"plangate/user/{session_id}"
+    held = asyncio.run(_take_thread(database_url, thread_key))
+    child.sendline("hello")
+    child.expect("run in progress elsewhere")
+    child.expect(PROMPT)
+    asyncio.run(_free_thread(database_url, held))
+    child.sendline("hello")
+    child.expect("first answer")
+    child.expect(PROMPT)
+
+    child.sendline("wait a while")
+    child.expect(r"running Bash")
+    with pytest.raises(LeaseHeld):  # the terminal's run holds the thread
+        asyncio.run(_take_thread(database_url, thread_key))
+    child.send("\x1b")
+    child.expect("Cancelled: the turn was stopped")
+    child.expect(PROMPT)
+    asyncio.run(_free_thread(database_url, asyncio.run(_take_thread(database_url, thread_key))))
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert user_messages(tmp_path, session_id) == ["hello", "wait a while"]
 
 
 SCOPED_PLAN = [

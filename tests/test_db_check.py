@@ -13,7 +13,7 @@ from plangate.adk.database import prepare_database
 from plangate.cli.main import main
 from plangate.store.leases import RunLeases
 from plangate.store.protocol_state import RUN_KIND
-from plangate.store.recovery import stale_runs
+from plangate.store.recovery import stale_runs, sweep_lease
 from plangate.store.schema import documents, run_leases
 from plangate.store.store import Store
 
@@ -158,14 +158,60 @@ async def test_fix_12_4_an_expired_lease_is_taken_over_and_its_runs_interrupted(
             await alive.acquire("app/user/s1", "r2")
         async with store.engine.begin() as conn:  # the holder stopped renewing long ago
             await conn.execute(update(run_leases).values(expires_at=time.time() - 1))
-        assert [x.thread_key for x in await alive.claim_expired()] == ["app/user/s1"]
-        assert await alive.claim_expired() == []  # one sweeper wins each lease
+        [seen] = await alive.expired()
+        assert seen.thread_key == "app/user/s1"
+        assert await sweep_lease(store, seen, actor="t", reason="dead") == [RUN_KEY]
+        assert await sweep_lease(store, seen, actor="t", reason="dead") == []  # one wins
         assert await dead.renew(lease) is None  # the dead holder cannot come back
-        runs = await stale_runs(store, session_key="app/user/s1")
-        assert [r.key for r in runs] == [RUN_KEY]
+        assert await stale_runs(store, session_key="app/user/s1") == []
         taken, replaced = await alive.acquire("app/user/s1", "r2")
         assert replaced is None and taken.holder == "alive"
         await alive.release(taken)
         assert await alive.holder_of("app/user/s1") is None
+    finally:
+        await store.close()
+
+
+async def _interrupted(store: Store) -> tuple[str, int]:
+    run = await store.get(RUN_KIND, RUN_KEY)
+    assert run is not None
+    kinds = [e.event.kind for e in await store.journal()]
+    return run.data["status"], kinds.count("protocol.run.interrupted")
+
+
+async def _expire_all(store: Store) -> None:
+    async with store.engine.begin() as conn:
+        await conn.execute(update(run_leases).values(expires_at=time.time() - 1))
+
+
+async def test_fix_12_3_a_sweep_that_saw_an_expired_lease_loses_to_a_late_heartbeat(
+    database_url: str,
+) -> None:
+    """Under overload a heartbeat can come after the lease's expiry: the sweep read the
+    row as expired, then the holder renewed it. The sweep's claim compares against the
+    row it saw, so the live run keeps its lease and is not marked interrupted."""
+    await _seed(database_url, run_written_at=time.time())
+    store = await Store.open(database_url)
+    try:
+        slow = RunLeases(store, holder="slow", ttl=30)
+        sweeper = RunLeases(store, holder="sweeper", ttl=30)
+        lease, _ = await slow.acquire("app/user/s1", "r1")
+        await _expire_all(store)
+        [seen] = await sweeper.expired()
+        renewed = await slow.renew(lease)  # the late heartbeat, between read and claim
+        assert renewed is not None
+        assert await sweep_lease(store, seen, actor="t", reason="dead") == []
+        assert await _interrupted(store) == ("running", 0)
+        assert await slow.holder_of("app/user/s1") == renewed
+        assert await slow.renew(renewed) is not None  # still its lease
+
+        # The other order: the claim first, then the heartbeat -- refused, the run was
+        # marked once, and a second sweeper holding the same read changes nothing.
+        await _expire_all(store)
+        [seen] = await sweeper.expired()
+        assert await sweep_lease(store, seen, actor="t", reason="dead") == [RUN_KEY]
+        assert await slow.renew(renewed) is None
+        assert await sweep_lease(store, seen, actor="t", reason="dead") == []
+        assert await _interrupted(store) == ("interrupted", 1)
     finally:
         await store.close()

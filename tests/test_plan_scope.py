@@ -185,6 +185,24 @@ async def test_a_command_outside_the_prefixes_waits(tmp_path: Path) -> None:
     assert not (workspace / "made.txt").exists()
 
 
+async def test_read_only_commands_need_no_scope_entry(tmp_path: Path) -> None:
+    """What ran while planning without asking (proven read-only) runs after approval
+    without an amendment; only the part with side effects is asked for."""
+    harness, model, session, workspace = await _planned(tmp_path)
+    model.add(
+        [call("Bash", command="ls inventory && git status --short | head -5")],
+        [call("Bash", command="cat README.md && touch made.txt")],
+    )
+    events = await _approve(harness, session)
+    listed, paused = tool_results(events, "Bash")
+    assert "error" not in listed, listed
+    assert "stock.py" in str(listed)
+    assert paused["status"] == "pending_amendment", paused
+    (request,) = await session.pending()
+    assert request.payload["wants"]["commands"] == ["touch made.txt"]
+    assert not (workspace / "made.txt").exists()
+
+
 async def test_network_needs_an_amendment_when_the_scope_has_none(tmp_path: Path) -> None:
     harness, model, session, _ = await _planned(tmp_path)
     model.add([call("Bash", command="curl -s https://example.com")])

@@ -272,9 +272,12 @@ async def test_fix_14_a_policy_ask_does_not_skip_the_scope(tmp_path: Path) -> No
     assert not (workspace / "inventory" / "new.py").exists()
 
 
-async def test_fix_14_a_call_allowed_while_planning_still_needs_the_scope(tmp_path: Path) -> None:
-    """A command the policy asked for while planning, allowed in the same answer as the
-    plan: when it runs the approved scope governs, and that allowance did not cover it."""
+async def test_fix_14_a_call_allowed_while_planning_still_needs_the_scope(
+    tmp_path: Path, sandbox: None
+) -> None:
+    """A command the policy asked for while planning (one the read-only sandbox would
+    contain), allowed in the same answer as the plan: when it runs the approved scope
+    governs, and that allowance did not cover it."""
     workspace = copy_sample_workspace(tmp_path / "ws")
     policy = tmp_path / "policy.toml"
     policy.write_text(
@@ -288,7 +291,7 @@ async def test_fix_14_a_call_allowed_while_planning_still_needs_the_scope(tmp_pa
     await harness.start({"agent_mode": "plan"})
     model.add(
         [call("update_plan_content", content=STOCK_PLAN, scope={"commands": ["python -m pytest"]})],
-        [call("Bash", command="ls inventory"), call("exit_plan_mode", summary="ready")],
+        [call("Bash", command="python -c 'print(1)'"), call("exit_plan_mode", summary="ready")],
     )
     await harness.send("fix it")
     session = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
@@ -300,5 +303,5 @@ async def test_fix_14_a_call_allowed_while_planning_still_needs_the_scope(tmp_pa
     assert waiting.message is not None
     events = await harness.send(waiting.message)
     (result,) = tool_results(events, "Bash")
-    assert result["code"] == "OUTSIDE_SCOPE" and "run `ls inventory`" in result["message"]
+    assert result["code"] == "OUTSIDE_SCOPE" and "run `python -c" in result["message"]
     assert await session.pending() == []

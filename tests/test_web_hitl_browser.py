@@ -395,6 +395,9 @@ def test_fix_10_two_tabs_on_one_thread_stay_in_sync(site: Site, pages: Pages) ->
 def test_fix_10_a_stale_action_is_explained_in_plain_words(site: Site, pages: Pages) -> None:
     site.model.add(list(TWO_QUESTIONS), echo_answers)
     mine, theirs = pages.page(), pages.page()  # two browsers: no tab sync between them
+    # ... and "mine" has lost its live stream (a dropped connection), so it still shows
+    # the question the other browser answers meanwhile.
+    mine.route("**/live", lambda route: route.abort())
     open_thread(mine, site.url, "t-stale")
     plan_and_say(mine, "add persistence")
     mine.locator(".card.question").nth(1).wait_for()

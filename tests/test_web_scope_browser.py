@@ -340,9 +340,11 @@ def test_two_amendments_of_one_step_each_add_to_the_scope(site: Site, page: Any)
     decide(plan_and_say(page, "fix the guard"), "Approve")
     cards = page.locator(".card.amendment")
     cards.nth(1).wait_for()
-    second_id = cards.nth(1).get_attribute("data-interrupt-id")
+    # The two calls pause as parallel tasks, so their cards may come in either order.
+    first = cards.filter(has_text=DRIFT)
+    second_id = cards.filter(has_text="docs/notes.md").get_attribute("data-interrupt-id")
     ended = runs_ended(page)
-    decide(cards.first, "Approve amendment")
+    decide(first, "Approve amendment")
     wait_runs(page, ended + 1)
     assert "revision 2" in page.locator("#plan-meta").inner_text()
     second = page.locator(f'.card.amendment[data-interrupt-id="{second_id}"]')
@@ -415,7 +417,7 @@ def test_the_demo_on_plangate_serve_pauses_its_fix_for_the_reviewer(
         approval = page.locator(".card.approval")
         approval.wait_for()
         assert approval.locator(".scope-summary").inner_text() == (
-            "No scope: once approved, the plan may write anywhere in the workspace."
+            f"This plan may write {STOCK}; run python -m pytest; no network."
         )
         if choice == "ask_each_edit":
             approval.locator(".permission input[value=ask_each_edit]").check()

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
 import json
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 
@@ -72,6 +76,7 @@ def demo_app(
     *,
     data: DataCatalog | None = None,
     plan_options: PlanOptions | None = None,
+    database_url: str | None = None,
     **options: Any,
 ):
     """The app over the coding agent, the demo model and a fresh sample workspace; given a
@@ -80,7 +85,7 @@ def demo_app(
     workspace = copy_sample_workspace(tmp_path / "workspace")
     runner = build_runner(
         build_coding_agent(workspace, DemoModel(), data=data, options=plan_options),
-        database_url=f"sqlite:///{tmp_path / 'web.db'}",
+        database_url=database_url or f"sqlite:///{tmp_path / 'web.db'}",
     )
     options.setdefault("require_token", False)
     options.setdefault("token", None)
@@ -153,3 +158,57 @@ def demo_server(web_dir: Path, data_dir: Path) -> Iterator[ServerThread]:
     with running_server(app) as server:
         server.workspace = workspace
         yield server
+
+
+class LiveReader:
+    """An SSE subscription read on a thread of its own, until ``stop`` (which shuts the
+    socket, so the server sees the client go at once)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.path = parts.path + (f"?{parts.query}" if parts.query else "")
+        self.connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+        self.events: list[dict[str, Any]] = []
+        self.ready = threading.Event()
+        self.ended = threading.Event()
+        self.changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            self.connection.request("GET", self.path, headers={"Accept": "text/event-stream"})
+            response = self.connection.getresponse()
+            if self.connection.sock is not None:
+                self.connection.sock.settimeout(None)  # events may be minutes apart
+            if response.status != 200:
+                return
+            for raw in response:
+                line = raw.decode().rstrip("\r\n")
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[6:])
+                inner = event.get("event", event)
+                if inner.get("name") == "plangate.live.ready":
+                    self.ready.set()
+                    continue
+                with self.changed:
+                    self.events.append(event)
+                    self.changed.notify_all()
+        except (OSError, http.client.HTTPException):
+            pass  # closed by ``stop``, or the server went away
+        finally:
+            self.ended.set()
+
+    def wait_for(self, predicate: Any, timeout: float = 60) -> list[dict[str, Any]]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: predicate(self.events), timeout), self.events
+            return list(self.events)
+
+    def stop(self) -> None:
+        sock = self.connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(10)
+        self.connection.close()

@@ -66,6 +66,7 @@ from plangate.adk.branches import BranchError, fork_session
 from plangate.adk.contract import StreamingMode
 from plangate.adk.database import failure_text
 from plangate.adk.session import PlanSession
+from plangate.adk.thread_runs import LeaseHeld, ThreadRuns
 from plangate.agent.todos import todos_state_key
 from plangate.plan.record import PendingRequest, PlanStatus
 from plangate.plan.replies import ReplyError
@@ -75,6 +76,10 @@ __all__ = ["PlangateAgent"]
 logger = logging.getLogger("plangate.acp")
 
 USER_ID = "user"
+BUSY_ELSEWHERE = (
+    "This session has a run in progress elsewhere (a plangate server or a terminal on the "
+    "same database); nothing was sent. Wait for it to end, then send again."
+)
 
 
 @dataclass
@@ -96,6 +101,8 @@ class LiveSession:
     """The approval request whose plan the plan file holds."""
     spoke: bool = False
     """Whether agent text went out in this turn (our own notes then start a paragraph)."""
+    threads: ThreadRuns | None = None
+    """The session's run lease: one run per thread with servers and terminals."""
 
     @property
     def plan_file(self) -> PlanFile:
@@ -282,9 +289,12 @@ class PlangateAgent:
         )
 
     async def aclose(self) -> None:
-        """Stop the sessions' MCP servers (the connection is gone)."""
+        """Stop the sessions' MCP servers and lease keepers (the connection is gone)."""
         for toolsets in self._mcp.values():
             await toolsets.close()
+        for live in self._sessions.values():
+            if live.threads is not None:
+                live.threads.close()
 
     async def _attach(self, session_id: str, workspace: Path, toolsets: list[Any]) -> None:
         """Give the session its MCP toolsets, in its workspace's agent only."""
@@ -298,6 +308,7 @@ class PlangateAgent:
             workspace=workspace,
             mode=mapping.mode_id(await session.mode()),
             entries=[],
+            threads=ThreadRuns(session.runner, USER_ID),
         )
         live.entries, live.approved = await self._plan_view(live)
         self._sessions[live.id] = live
@@ -488,6 +499,9 @@ class PlangateAgent:
             refusal = mapping.protocol_refusal(before, await self._protocol(live))
         except asyncio.CancelledError:
             raise
+        except LeaseHeld:
+            await self._say(live, BUSY_ELSEWHERE)
+            return "end_turn"
         except Exception as exc:  # a model or tool failure must not take the connection down
             logger.exception("the turn of session %s failed", live.id)
             reason = f"The run failed: {failure_text(exc)[1]}"
@@ -592,7 +606,11 @@ class PlangateAgent:
         mode_keys = {runtime.state_key, runtime.options.force_enter_plan_state_key} - {None}
         plan_keys = {runtime.state_key, todos_state_key(runtime.branch)}
         run_config = RunConfig(streaming_mode=StreamingMode.SSE)
-        async with aclosing(live.session.run(message, run_config=run_config)) as events:
+        assert live.threads is not None
+        async with (
+            live.threads.hold(live.id),
+            aclosing(live.session.run(message, run_config=run_config)) as events,
+        ):
             async for event in events:
                 delta = set(event.actions.state_delta) if event.actions else set()
                 # A mode change applies at the step boundary, before what the step says.

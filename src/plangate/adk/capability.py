@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from plangate.plan.session_state import PlanSessionState
 from plangate.plan.transitions import Transition
 from plangate.policy.command_split import split_commands
 from plangate.policy.effects import Effect, effect_of, write_path_of
+from plangate.policy.shell import ShellKind, classify_command
 
 __all__ = [
     "CONFIRMATION_CALL",
@@ -298,9 +300,21 @@ def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, Path | None] | 
             return None
         segments = split_commands(command)
         network = any(needs_network(argv) for argv in segments or ())
-        wants = Wants(command=command, segments=segments, network=network)
-        return wants, f"{tool.name}: {command[:200]}", None
+        name = f"{tool.name}: {command[:200]}"
+        # What the planning gate proves read-only ran before approval without asking;
+        # the scope grants side effects, so an approved plan does not ask for it either.
+        if segments is not None:
+            segments = tuple(argv for argv in segments if not _read_only(shlex.join(argv)))
+            if not segments:
+                return Wants(network=network), name, None
+        elif _read_only(command):
+            return Wants(network=network), name, None
+        return Wants(command=command, segments=segments, network=network), name, None
     return None
+
+
+def _read_only(command: str) -> bool:
+    return classify_command(command).kind is ShellKind.READ_ONLY
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,20 @@
 """One run per thread across every process sharing the database.
 
-A surface that serves threads to several processes (the web server behind a load
-balancer) starts each run with ``ThreadRuns.start``: it takes the thread's lease or
-raises ``LeaseHeld``. While the run goes on ``keep`` has the lease renewed from a
-thread of its own (see ``LeaseKeeper``); if the lease was lost (this process stalled past the lease time and another took the thread over) it
-calls back so the run is stopped rather than run twice. ``sweep`` marks the runs of
-dead holders ``interrupted``.
+Every surface takes the thread before a run: the web server (several of them behind a
+load balancer) with ``ThreadRuns.start``, the terminal and the editor with ``hold``. It
+takes the thread's lease or raises ``LeaseHeld``. While the run goes on ``keep`` has
+the lease renewed from a thread of its own (see ``LeaseKeeper``); if the lease was lost
+(this process stalled past the lease time and another took the thread over) it calls
+back so the run is stopped rather than run twice. ``sweep`` marks the runs of dead
+holders ``interrupted``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
 
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
@@ -19,7 +22,7 @@ from google.adk.runners import Runner
 from plangate.adk.setup import plan_runtime
 from plangate.store.lease_keeper import LeaseKeeper
 from plangate.store.leases import Lease, LeaseHeld, RunLeases
-from plangate.store.recovery import interrupt_runs, stale_runs
+from plangate.store.recovery import interrupt_runs, stale_runs, sweep_lease
 from plangate.store.shared import shared_store
 
 __all__ = ["INTERRUPTED_REASON", "Lease", "LeaseHeld", "ThreadRuns"]
@@ -71,6 +74,24 @@ class ThreadRuns:
 
         self._keeper.hold(lease, lost)
 
+    @contextlib.asynccontextmanager
+    async def hold(self, thread_id: str, run_id: str | None = None) -> AsyncIterator[Lease]:
+        """Hold the thread for one run (the terminal and editor surfaces): ``LeaseHeld``
+        if a run holds it anywhere -- a server, another terminal. Should the lease be
+        lost meanwhile, the task running the block is cancelled rather than run twice."""
+        lease = await self.start(thread_id, run_id or f"run-{uuid.uuid4().hex}")
+        task = asyncio.current_task()
+
+        def stop_the_run() -> None:
+            if task is not None:
+                task.cancel()
+
+        try:
+            await self.keep(lease, stop_the_run)
+            yield lease
+        finally:
+            await self.finish(lease)
+
     async def finish(self, lease: Lease) -> None:
         if self._keeper is not None:
             self._keeper.drop(lease)
@@ -84,10 +105,14 @@ class ThreadRuns:
         return await (await self.leases()).holder_of(self.thread_key(thread_id)) is not None
 
     async def sweep(self) -> list[str]:
-        """Claim expired leases and mark their runs interrupted; returns the run keys."""
+        """Claim expired leases and mark their runs interrupted; returns the run keys.
+        Each claim and its marks are one compare-and-set on the lease row as read."""
+        leases = await self.leases()
         marked: list[str] = []
-        for lease in await (await self.leases()).claim_expired():
-            marked += await self._interrupt(lease.thread_key)
+        for seen in await leases.expired():
+            marked += await sweep_lease(
+                leases.store, seen, actor="plangate", reason=INTERRUPTED_REASON
+            )
         return marked
 
     async def _interrupt(self, session_key: str, *, ignore_leases: bool = False) -> list[str]:

@@ -28,6 +28,7 @@ from plangate.adk.contract import StreamingMode
 from plangate.adk.database import failure_text
 from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
+from plangate.adk.thread_runs import LeaseHeld, ThreadRuns
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.todos import todos_state_key
 from plangate.agent.workspace import copy_sample_workspace
@@ -180,6 +181,8 @@ class Chat:
         self.resumed = resumed
         self.allow_network = allow_network
         self.streaming = not isinstance(model, DemoModel)
+        self.threads = ThreadRuns(session.runner, session.user_id)
+        """The session's run lease: one run per thread with servers and other terminals."""
         # A Ctrl-C right after another one (or after a cancelled turn) leaves.
         self.interrupted = False
 
@@ -204,6 +207,8 @@ class Chat:
             # soft_wrap: the command stays one line, to copy and paste as it is.
             self.console.print(Text(f"Bye. Resume with: {self.resume}"), soft_wrap=True)
             return leaving.code
+        finally:
+            self.threads.close()
 
     async def _read(self, prompt: str, *, decision: bool = False) -> str:
         """One line from the user; raises Quit on Ctrl-D or a repeated Ctrl-C."""
@@ -574,6 +579,12 @@ class Chat:
         )
 
 
+BUSY_ELSEWHERE = (
+    "This session has a run in progress elsewhere (a plangate server or another terminal "
+    "on the same database); nothing was sent. Wait for it to end, then send again."
+)
+
+
 class _RunView:
     """One run on screen: streams its events, shows the line typed meanwhile, and hands
     typed lines over (``/plan`` and ``/plan off`` apply at the run's next step)."""
@@ -591,10 +602,13 @@ class _RunView:
         run_config = RunConfig(streaming_mode=StreamingMode.SSE) if chat.streaming else None
         streamed = False
         try:
-            async for event in chat.session.run(message, run_config=run_config):
-                streamed = self._show(event, streamed)
+            async with chat.threads.hold(chat.session.session_id):
+                async for event in chat.session.run(message, run_config=run_config):
+                    streamed = self._show(event, streamed)
         except asyncio.CancelledError:
             raise
+        except LeaseHeld:
+            chat.console.print(Text(BUSY_ELSEWHERE, "yellow"))
         except Exception as exc:  # a model or network failure must not lose the session
             chat.console.print(
                 Text(f"The run failed: {failure_text(exc)[1]}", "bold red"),

@@ -43,6 +43,8 @@ REVISE_QUESTION = "What should change in the plan before I submit it again?"
 TEST_COMMAND = "python -m pytest -q"
 FIX_STEP = "Change the guard in `inventory/stock.py` to `quantity > on_hand`"
 TEST_STEP = f"Run the test suite with `{TEST_COMMAND}`"
+SCOPE = {"write": [FIX["path"]], "commands": ["python -m pytest"]}
+"""What the plan may do once approved: the one file it fixes and the test run."""
 
 SURFACES = ("terminal", "web", "editor")
 _RETRY_HINTS = {
@@ -178,7 +180,14 @@ def _next_step(request: LlmRequest, retry_hint: str = _RETRY_HINT) -> list[types
         answer = str(result.get("answer") or "")
         if args.get("question") == REVISE_QUESTION:
             return _revise(done, answer)
-        return [_call("update_plan_content", content=_plan(answer or OPTIONS[0]), mode="replace")]
+        return [
+            _call(
+                "update_plan_content",
+                content=_plan(answer or OPTIONS[0]),
+                mode="replace",
+                scope=SCOPE,
+            )
+        ]
     if name == "update_plan_content":
         if error:
             return [_say(f"Could not write the plan: {error}")]
@@ -294,7 +303,9 @@ def _revise(done: Done, note: str) -> list[types.Part]:
         ]
     return [
         _say("Revising the plan: your request becomes a step of it."),
-        _call("update_plan_content", content=_with_step(current, note), mode="replace"),
+        _call(
+            "update_plan_content", content=_with_step(current, note), mode="replace", scope=SCOPE
+        ),
     ]
 
 

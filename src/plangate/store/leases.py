@@ -5,7 +5,9 @@ The process that starts a run on a thread inserts the thread's lease row and ren
 finding a live lease refuses the run (``LeaseHeld``). A lease that was not renewed in
 time belongs to a process that died: the next process to start a run on the thread, or
 the periodic sweep, takes it over by compare-and-set on the row it read, and the runs
-the dead holder left ``running`` are marked ``interrupted``.
+the dead holder left ``running`` are marked ``interrupted`` -- by the sweep in the same
+transaction as its claim, so a holder whose heartbeat was only late and renewed the row
+meanwhile keeps its lease and its run untouched.
 
 Times are the servers' clocks (``time.time()``): processes sharing a database are
 expected to keep their clocks in step (NTP), within a small part of the lease time.
@@ -24,9 +26,16 @@ from sqlalchemy.exc import IntegrityError
 
 from plangate.errors import ErrorCode
 from plangate.store.schema import run_leases
-from plangate.store.store import Store
+from plangate.store.store import Store, Transaction
 
-__all__ = ["DEFAULT_LEASE_SECONDS", "Lease", "LeaseHeld", "RunLeases", "lease_seconds"]
+__all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "Lease",
+    "LeaseHeld",
+    "RunLeases",
+    "claim_seen",
+    "lease_seconds",
+]
 
 DEFAULT_LEASE_SECONDS = 15.0
 LEASE_ENV = "PLANGATE_RUN_LEASE_SECONDS"
@@ -156,24 +165,27 @@ class RunLeases:
             return None
         return Lease(row.thread_key, row.run_id, row.holder, row.expires_at)
 
-    async def claim_expired(self) -> list[Lease]:
-        """Delete the expired leases (each by compare-and-set, so one sweeper wins each)
-        and return them: their runs are to be marked interrupted."""
+    async def expired(self) -> list[Lease]:
+        """The leases whose time is up, as read now (their holders may still renew them
+        before a sweeper claims them: ``claim`` compares against what was read here)."""
         now = time.time()
         async with self.store.engine.connect() as conn:
             rows = (
                 await conn.execute(select(run_leases).where(run_leases.c.expires_at <= now))
             ).all()
-        claimed: list[Lease] = []
-        for row in rows:
-            async with self.store.transaction() as tx:
-                result = await tx.connection.execute(
-                    delete(run_leases).where(
-                        run_leases.c.thread_key == row.thread_key,
-                        run_leases.c.holder == row.holder,
-                        run_leases.c.expires_at == row.expires_at,
-                    )
-                )
-            if result.rowcount == 1:
-                claimed.append(Lease(row.thread_key, row.run_id, row.holder, row.expires_at))
-        return claimed
+        return [Lease(row.thread_key, row.run_id, row.holder, row.expires_at) for row in rows]
+
+
+async def claim_seen(tx: Transaction, seen: Lease) -> bool:
+    """Delete the lease row exactly as it was seen, inside ``tx``: ``False`` when its
+    holder renewed it since (a late heartbeat), released it, or another sweeper or a new
+    run took it. Whatever the caller writes in ``tx`` then happens only with the claim."""
+    result = await tx.connection.execute(
+        delete(run_leases).where(
+            run_leases.c.thread_key == seen.thread_key,
+            run_leases.c.run_id == seen.run_id,
+            run_leases.c.holder == seen.holder,
+            run_leases.c.expires_at == seen.expires_at,
+        )
+    )
+    return result.rowcount == 1

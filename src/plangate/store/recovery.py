@@ -16,11 +16,12 @@ from typing import Any, cast
 from sqlalchemy import select
 
 from plangate.journal.events import JournalEvent
+from plangate.store.leases import Lease, claim_seen
 from plangate.store.protocol_state import RUN_KIND
 from plangate.store.schema import documents, run_leases
-from plangate.store.store import Conflict, Store
+from plangate.store.store import Conflict, Store, Transaction
 
-__all__ = ["PLAN_STATE_KIND", "StaleRun", "interrupt_runs", "stale_runs"]
+__all__ = ["PLAN_STATE_KIND", "StaleRun", "interrupt_runs", "stale_runs", "sweep_lease"]
 
 PLAN_STATE_KIND = "plan_state"
 INTERRUPTED_EVENT = "protocol.run.interrupted"
@@ -102,30 +103,82 @@ async def interrupt_runs(
     someone else is left alone. Returns the keys marked."""
     marked: list[str] = []
     for run in runs:
-        now = time.time()
-        data = {
-            **run.data,
-            "status": "interrupted",
-            "outcome_code": "RUN_INTERRUPTED",
-            "outcome_message": reason,
-            "ended_at": now,
-        }
         try:
             async with store.transaction() as tx:
-                await tx.replace(RUN_KIND, run.key, data, found_version=run.version)
-                await tx.append(
-                    run.scope_key,
-                    JournalEvent(
-                        kind=INTERRUPTED_EVENT,
-                        subject=str(run.data.get("run_id") or run.key),
-                        from_state="running",
-                        to_state="interrupted",
-                        actor=actor,
-                        at=now,
-                        detail={"reason": reason},
-                    ),
-                )
+                await _interrupt(tx, run, actor=actor, reason=reason)
         except Conflict:
             continue
         marked.append(run.key)
     return marked
+
+
+async def sweep_lease(store: Store, seen: Lease, *, actor: str, reason: str) -> list[str]:
+    """Claim the expired lease ``seen`` and mark its thread's running runs
+    ``interrupted``, all in one transaction. Nothing is written unless the lease row is
+    still exactly as seen: a holder whose heartbeat came late but renewed before this
+    keeps its lease and its run. A run written meanwhile (``Conflict``) undoes the claim
+    too, and the next sweep looks again. Returns the run keys marked."""
+    try:
+        async with store.transaction() as tx:
+            if not await claim_seen(tx, seen):
+                return []
+            runs = await _running_runs(tx, seen.thread_key)
+            for run in runs:
+                await _interrupt(tx, run, actor=actor, reason=reason)
+    except Conflict:
+        return []
+    return [run.key for run in runs]
+
+
+async def _running_runs(tx: Transaction, session_key: str) -> list[StaleRun]:
+    """The session's runs still ``running``, unless the session waits for a reply."""
+    conn = tx.connection
+    pending = (
+        await conn.execute(
+            select(documents.c.data).where(
+                documents.c.kind == PLAN_STATE_KIND,
+                documents.c.key.startswith(session_key + "/"),
+            )
+        )
+    ).scalars()
+    if any(_has_pending(data) for data in pending):
+        return []
+    rows = (
+        await conn.execute(
+            select(documents).where(
+                documents.c.kind == RUN_KIND, documents.c.key.startswith(session_key + "/")
+            )
+        )
+    ).all()
+    found: list[StaleRun] = []
+    for row in rows:
+        raw: Any = row.data
+        data: dict[str, Any] = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
+        run = StaleRun(row.key, row.version, data, row.updated_at)
+        if data.get("status") == "running" and run.session_key == session_key:
+            found.append(run)
+    return found
+
+
+async def _interrupt(tx: Transaction, run: StaleRun, *, actor: str, reason: str) -> None:
+    now = time.time()
+    data = {
+        **run.data,
+        "status": "interrupted",
+        "outcome_code": "RUN_INTERRUPTED",
+        "outcome_message": reason,
+        "ended_at": now,
+    }
+    await tx.replace(RUN_KIND, run.key, data, found_version=run.version)
+    await tx.append(
+        run.scope_key,
+        JournalEvent(
+            kind=INTERRUPTED_EVENT,
+            subject=str(run.data.get("run_id") or run.key),
+            from_state="running",
+            to_state="interrupted",
+            actor=actor,
+            at=now,
+            detail={"reason": reason},
+        ),
+    )

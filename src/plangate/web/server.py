@@ -8,6 +8,9 @@ Endpoints
     GET  /api/threads                the threads in the database, newest first
     GET  /api/threads/{id}          messages, state, pending interrupts, journal
     GET  /api/threads/{id}/journal  the governance journal (plan and protocol events)
+    GET  /api/threads/{id}/live     the thread's live events (SSE), from whichever server
+                                    runs it (several servers on PostgreSQL: LISTEN/NOTIFY)
+    GET  /api/live                  every thread's live events (SSE), as {threadId, event}
     POST /api/threads/{id}/mode     the Plan/Agent toggle (applies at the next step of a run)
     POST /api/threads/{id}/leave-plan  the user's exit from Plan Mode (cancels the plan)
     POST /api/threads/{id}/stop     stop the run in progress (journaled)
@@ -34,7 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
+from ag_ui.core import PROTOCOL_VERSION, BaseEvent, RunAgentInput
 from ag_ui.encoder import EventEncoder
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
@@ -56,8 +59,10 @@ from plangate.adk.database import (
 )
 from plangate.adk.session import PlanSession
 from plangate.adk.setup import plan_runtime
+from plangate.adk.thread_events import READY, Subscription, ThreadEvents, change_note
 from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
 from plangate.errors import ErrorCode
+from plangate.store.leases import new_holder
 from plangate.web.agui import (
     BadRunInput,
     StateKeys,
@@ -192,6 +197,11 @@ class WebState:
         """Threads whose run the user stopped (the run journals it as it ends)."""
         self.threads = ThreadRuns(runner, user_id)
         """Threads with a run in progress across every process on the database (leases)."""
+        self.live = ThreadEvents(origin=new_holder())
+        """Live events of the threads, to and from every process on the database."""
+
+    def publish(self, thread_id: str, event_json: str) -> None:
+        self.live.publish(self.threads.thread_key(thread_id), event_json)
 
     def plan_session(self, thread_id: str) -> PlanSession:
         return PlanSession(self.runner, user_id=self.user_id, session_id=thread_id)
@@ -346,21 +356,26 @@ async def agent(request: Request) -> Response:
             lost.append(True)
             current.cancel()
 
+        def emit(event: BaseEvent) -> None:
+            # To this response, and to whoever follows the thread from any server.
+            queue.put_nowait(encoder.encode(event))
+            web.publish(thread_id, event.model_dump_json(by_alias=True))
+
         try:
             await web.threads.keep(lease, stop_lost_run)
             async for event in run_events(
                 session, prepared, thread_id=thread_id, run_id=run_input.run_id
             ):
-                queue.put_nowait(encoder.encode(event))
+                emit(event)
         except asyncio.CancelledError:
             if lost:
                 # The lease could not be renewed in time (the database was away for the
                 # whole lease) and another server took the thread: stop rather than run
                 # twice, and say so.
-                queue.put_nowait(encoder.encode(lease_lost_event()))
+                emit(lease_lost_event())
             elif thread_id in web.stopping:
                 # The user pressed Stop: end the stream with a terminal event, journal it.
-                queue.put_nowait(encoder.encode(stopped_event()))
+                emit(stopped_event())
                 await session.note_stopped(surface="web")
             else:
                 raise  # the server is shutting down
@@ -391,6 +406,9 @@ async def _end_run(web: WebState, thread_id: str, lease: Lease) -> None:
     delay the next run until it expires)."""
     web.runs.pop(thread_id, None)
     try:
+        # The run's last events reach the other servers before its thread is free there:
+        # every server then shows a thread's runs one after the other, never overlapping.
+        await web.live.flush()
         await web.threads.finish(lease)
     except Exception:
         logger.warning("could not release the lease of thread %s", thread_id, exc_info=True)
@@ -472,6 +490,7 @@ async def _select_mode(request: Request, mode: str) -> Response:
     finally:
         if not running:
             web.runs.pop(thread_id, None)
+    web.publish(thread_id, change_note(thread_id, f"mode:{mode}"))
     return JSONResponse({"message": message, **data}, headers={"Cache-Control": "no-store"})
 
 
@@ -525,6 +544,8 @@ async def delete_thread(request: Request) -> Response:
 
     async def work() -> Response:
         await delete_session(web.plan_session(thread_id))
+        # Pages following it on any server reload and find it gone.
+        web.publish(thread_id, change_note(thread_id, "deleted"))
         return JSONResponse({"deleted": True, "threadId": thread_id})
 
     return await _while_idle(web, thread_id, "delete", work)
@@ -564,6 +585,86 @@ async def threads(request: Request) -> Response:
     web = _web(request)
     data = await thread_list(web.runner, web.user_id, running=set(web.runs))
     return JSONResponse({"threads": data}, headers={"Cache-Control": "no-store"})
+
+
+KEEP_ALIVE_SECONDS = 15.0
+
+
+async def live_thread(request: Request) -> Response:
+    """The thread's live events as SSE: a ``plangate.live.ready`` note once the stream
+    follows every server, then each AG-UI event of each run and a change note for what
+    happens between runs. The thread need not exist yet (its first run is followed)."""
+    web = _web(request)
+    thread_id = request.path_params["thread_id"]
+    if not THREAD_ID.match(thread_id):
+        return _error(422, ErrorCode.BAD_INPUT, "not a valid thread id")
+    return _live_response(web, web.threads.thread_key(thread_id), wrap=False)
+
+
+async def live_all(request: Request) -> Response:
+    """Every thread's live events as SSE, each as ``{"threadId": …, "event": …}``."""
+    web = _web(request)
+    return _live_response(web, None, wrap=True)
+
+
+def _live_response(web: WebState, key: str | None, *, wrap: bool) -> Response:
+    subscription = web.live.subscribe(key)
+    prefix = web.threads.thread_key("")
+
+    def frame(event_key: str, event_json: str) -> str:
+        if not wrap:
+            return f"data: {event_json}\n\n"
+        thread_id = json.dumps(event_key[len(prefix) :])
+        return f'data: {{"threadId":{thread_id},"event":{event_json}}}\n\n'
+
+    async def stream() -> AsyncIterator[str]:
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(web.live.ready(), 10)
+            ready = json.dumps({"type": "CUSTOM", "name": READY, "value": {}})
+            yield frame(prefix, ready) if wrap else f"data: {ready}\n\n"
+            while True:
+                try:
+                    item = await subscription.next(KEEP_ALIVE_SECONDS)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"
+                    continue
+                if item is None:
+                    return
+                event_key, event_json = item
+                if key is None and not event_key.startswith(prefix):
+                    continue  # another agent's or user's thread on the same database
+                yield frame(event_key, event_json)
+        finally:
+            subscription.close()
+
+    return LiveResponse(
+        subscription,
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+class LiveResponse(StreamingResponse):
+    """A stream that ends as soon as its client goes: without this it would notice only
+    at its next write (the keep-alive), and a stopping server waits for it."""
+
+    def __init__(self, subscription: Subscription, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subscription = subscription
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.subscription.end()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            watcher.cancel()
 
 
 async def _json_body(request: Request, limit: int) -> dict[str, Any]:
@@ -628,8 +729,13 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         sweeper = asyncio.create_task(_sweep_forever(web), name="plangate-lease-sweep")
+        try:
+            await web.live.start((await web.threads.leases()).store.url)
+        except Exception:  # the database is away: /health says so; pages poll on reload
+            logger.warning("live events from other servers are off", exc_info=True)
         yield
         sweeper.cancel()
+        await web.live.close()
         web.threads.close()
         tasks = [t for t in web.runs.values() if t is not None]
         for task in tasks:
@@ -647,6 +753,8 @@ def create_app(
             Route("/api/threads/{thread_id}", delete_thread, methods=["DELETE"]),
             Route("/api/threads/{thread_id}/branch", branch, methods=["POST"]),
             Route("/api/threads/{thread_id}/journal", journal),
+            Route("/api/threads/{thread_id}/live", live_thread),
+            Route("/api/live", live_all),
             Route("/api/threads/{thread_id}/leave-plan", leave_plan, methods=["POST"]),
             Route("/api/threads/{thread_id}/mode", select_mode, methods=["POST"]),
             Route("/api/threads/{thread_id}/stop", stop, methods=["POST"]),
@@ -745,5 +853,14 @@ def serve(
     if require_token:
         print("  API requests need the header: Authorization: Bearer <token>")
     print("  Ctrl+C to stop.", flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+    web: WebState = app.state.web
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # Live streams never end by themselves: end them, or shutting down would
+            # wait for every open page.
+            web.live.end_all()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
+    Server(config).run(sockets=[sock])

@@ -153,7 +153,9 @@
     loading: true,
     fetching: false,
     loadAgain: false,
+    loaded: Promise.resolve(), // the load in progress (or the last one)
     loadedRunning: false, // the thread had a run in progress when it was last loaded
+    ownRun: false, // this page has a run in flight (its events come on its response)
   };
   window.__events = [];
 
@@ -1232,6 +1234,16 @@
       forwardedProps: {},
     };
     if (input.resume) body.resume = input.resume;
+    ownRuns.add(body.runId); // its events come on the response; the live stream skips them
+    S.ownRun = true;
+    try {
+      return await runOwn(body, onAccepted);
+    } finally {
+      S.ownRun = false;
+    }
+  }
+
+  async function runOwn(body, onAccepted) {
     setRunning(true);
     let response;
     try {
@@ -1410,9 +1422,110 @@
     empty.hidden = false;
   }
 
+  // ---------------------------------------------------------------- following a thread live
+
+  // The thread's live events come from whichever server runs it (several servers on one
+  // PostgreSQL database pass them on to each other). A run this page started arrives on
+  // its own response; any other run is shown as it goes, and the thread is reloaded when
+  // it ends or when something changed between runs.
+  const ownRuns = new Set();
+  const live = { controller: null, threadId: null, connected: false, foreign: false, chain: Promise.resolve() };
+
+  function follow() {
+    if (live.controller && live.threadId === S.threadId) return;
+    if (live.controller) live.controller.abort();
+    const controller = new AbortController();
+    Object.assign(live, { controller, threadId: S.threadId, connected: false, foreign: false });
+    readLive(S.threadId, controller).finally(() => {
+      if (live.controller !== controller) return; // another thread is followed now
+      live.controller = null;
+      live.connected = false;
+      if (!controller.signal.aborted) setTimeout(() => live.controller || follow(), 2000);
+    });
+  }
+
+  async function readLive(threadId, controller) {
+    let response;
+    try {
+      response = await fetch(`/api/threads/${encodeURIComponent(threadId)}/live`, {
+        headers: headers({ Accept: "text/event-stream" }),
+        cache: "no-store",
+        signal: controller.signal,
+      });
+    } catch {
+      return;
+    }
+    if (!response.ok) {
+      if (response.status === 401) controller.abort(); // the token banner says why
+      return;
+    }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+          const frame = buffer.slice(0, cut);
+          buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
+          const data = frame
+            .split(/\r?\n/)
+            .filter((line) => line.startsWith("data:"))
+            .map((line) => line.slice(5).replace(/^ /, ""))
+            .join("\n");
+          const event = data && parseJson(data);
+          // One at a time, in order: a reload started by one event finishes first.
+          if (event) live.chain = live.chain.then(() => onLive(event)).catch((e) => console.warn(e));
+        }
+      }
+    } catch {
+      // aborted (another thread) or the server went away: follow() tries again
+    }
+  }
+
+  async function onLive(event) {
+    if (event.type === "CUSTOM" && event.name === "plangate.live.ready") {
+      live.connected = true;
+      window.__events.push({ type: "LIVE_READY", at: performance.now(), threadId: live.threadId });
+      return;
+    }
+    if (event.type === "CUSTOM" && (event.name === "plangate.thread.changed" || event.name === "plangate.live.gap")) {
+      if (!S.running || live.foreign) await loadThread();
+      return;
+    }
+    if (event.type === "RUN_STARTED") {
+      live.foreign = !ownRuns.has(event.runId);
+      if (!live.foreign) return;
+      showBanner("A run is in progress on this thread (from another page or server); it is shown as it goes.", "info");
+      await loadThread(); // the message that started it, and what was stored so far
+    }
+    if (!live.foreign) return;
+    handle(event);
+    window.__events.push({ type: `LIVE_${event.type}`, at: performance.now(), runId: event.runId });
+    if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") {
+      live.foreign = false;
+      if (event.type === "RUN_FINISHED") hideBanner();
+      S.streamed = true; // reload even if the stored thread looks as it did
+      await loadThread();
+      await refreshJournal();
+    }
+  }
+
   let polling = false;
 
   async function pollWhileRunning() {
+    if (live.connected) {
+      // Someone else's run: the live stream shows it and reloads the thread when it ends.
+      showBanner("A run is in progress on this thread; the page follows it live.", "info");
+      if (!S.ownRun) {
+        live.foreign = true;
+        setRunning(true);
+      }
+      return;
+    }
     if (polling) return;
     polling = true;
     showBanner("A run is in progress on this thread; the page follows it and refreshes when it ends.", "info");
@@ -1432,26 +1545,32 @@
     await loadThread();
   }
 
-  async function loadThread() {
-    // One load at a time: a load asked for meanwhile runs once the current one is done.
+  function loadThread() {
+    // One load at a time: a load asked for meanwhile runs once the current one is done,
+    // and its caller waits for that (a live change note can start a load just before an
+    // action of the user's reloads too: both see the thread as it is afterwards).
     if (S.fetching) {
       S.loadAgain = true;
-      return;
+      return S.loaded;
     }
     S.loading = S.fetching = true;
-    try {
-      do {
-        S.loadAgain = false;
-        await fetchThread();
-      } while (S.loadAgain);
-    } finally {
-      S.loading = S.fetching = false;
-      renderWaiting();
-      window.__events.push({ type: "THREAD_LOADED", at: performance.now(), messages: S.bubbles.size });
-    }
+    S.loaded = (async () => {
+      try {
+        do {
+          S.loadAgain = false;
+          await fetchThread();
+        } while (S.loadAgain);
+      } finally {
+        S.loading = S.fetching = false;
+        renderWaiting();
+        window.__events.push({ type: "THREAD_LOADED", at: performance.now(), messages: S.bubbles.size });
+      }
+    })();
+    return S.loaded;
   }
 
   async function fetchThread() {
+    follow();
     const { status, ok, body } = await getJson(`/api/threads/${encodeURIComponent(S.threadId)}`);
     // Nothing changed since the last load (a sync message about what this page shows
     // already): leave the page alone, with whatever the user is typing into a card.
