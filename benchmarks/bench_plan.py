@@ -243,8 +243,13 @@ class HookTimer:
                     setattr(plugin, name, self.wrap(getattr(plugin, name)))
 
 
-async def bench_long_session(turns: int, folder: Path, state: dict | None) -> dict[str, float]:
-    """The cost ``setup_plan`` adds per turn, early in a session and after ``turns``."""
+async def bench_long_session(
+    turns: int, folder: Path, state: dict | None, plan_tools: bool = False
+) -> dict[str, float]:
+    """The cost ``setup_plan`` adds per turn, early in a session and after ``turns``.
+
+    ``plan_tools``: the first turn writes the plan with ``update_plan_content``, so from
+    then on every step matches the history's calls and replies to their ids."""
     model = ScriptedLlm()
     agent = setup_plan(LlmAgent(name="agent", model=model, tools=[lookup]), PlanOptions())
     runner = build_runner(agent, database_url=f"sqlite:///{folder / 'long.db'}", app_name="long")
@@ -257,7 +262,10 @@ async def bench_long_session(turns: int, folder: Path, state: dict | None) -> di
     for i in range(turns):
         if i == 5:  # the first turns open the store and build declarations
             timer.by_hook.clear()
-        model.add([call("lookup", key="k")], [text("ok")])
+        if plan_tools and i == 0:
+            model.add([call("update_plan_content", content="1. look things up")], [text("ok")])
+        else:
+            model.add([call("lookup", key="k")], [text("ok")])
         before = timer.total
         message = types.Content(role="user", parts=[types.Part(text=f"turn {i}")])
         async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
@@ -292,8 +300,12 @@ def main() -> None:
         turns = asyncio.run(bench_turns(args.turns, folder)) if args.turns else None
         long = (
             {
-                name: asyncio.run(bench_long_session(args.long, folder, state))
-                for name, state in (("no plan", None), ("planning", {"agent_mode": "plan"}))
+                name: asyncio.run(bench_long_session(args.long, folder, state, plan_tools))
+                for name, state, plan_tools in (
+                    ("no plan", None, False),
+                    ("planning", {"agent_mode": "plan"}, False),
+                    ("planning, plan written", {"agent_mode": "plan"}, True),
+                )
             }
             if args.long
             else {}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
+from collections import deque
 from typing import Any
 
 from google.adk.models.llm_request import LlmRequest
@@ -182,14 +184,15 @@ def make_before_model(runtime: PlanRuntime) -> Any:
         state, readable = await _step_boundary(runtime, scope, callback_context, replies)
         if readable:  # an unreadable store must not blank the mirror
             _mirror(runtime, state, callback_context, mirrored.dump(scope.key, state))
-        # Matching every call and reply of the history is needed only once a plan tool
-        # was used or a reply decided; until then each step costs the same at any length.
+        # Matching every call and reply of the history is needed only while a decision is
+        # recorded or a plan reply came without an id (see ``PlanHistory``); until then
+        # each step costs the same at any length.
         record = state.record
         if (
             state.resolutions
             or state.ignored
             or (record is not None and record.pending)
-            or history.has_plan_parts(callback_context.session)
+            or history.has_plan_reply_without_id(callback_context.session)
         ):
             ids = _call_ids(llm_request, callback_context, state)
             _canonicalise_replies(llm_request, state, ids)
@@ -413,54 +416,78 @@ def _replies_since_last_step(context: Any) -> list[types.FunctionResponse]:
 
 
 def _call_ids(llm_request: LlmRequest, context: Any, state: PlanSessionState) -> dict[int, str]:
-    """The function-call id of each call and response part in the request.
+    """The function-call id of each call and response part in the request that a plan
+    decision may concern.
 
     ADK strips the ids it generated itself before calling the model (pinned in
-    ``plangate.adk.contract``), so they are recovered by matching each part to the first unused stored part with the same name
-    and payload (the request is built from those events, in order). A reply sent
-    without any id is recognised by the reply the store applied for it.
+    ``plangate.adk.contract``), so they are recovered by matching each part to the first
+    unused stored part with the same name and payload (the request is built from those
+    events, in order). A reply sent without any id is recognised by the reply the store
+    applied for it.
+
+    Only parts of tools a decision can name are matched (plan tools, tools with a request
+    or a resolution): a part of another tool never matches one of those, so leaving it
+    out changes no id. Stored parts are indexed by (kind, name, payload), so a step costs
+    one pass over the history, not a search of it per part.
     """
-    pool: list[tuple[str, str, Any, str]] = []
+    names = _decided_tool_names(state)
+    pool: dict[tuple[str, str, str], deque[str]] = {}
     for event in context.session.events:
         for part in (event.content.parts if event.content else []) or []:
-            if part.function_call is not None and part.function_call.id:
-                call = part.function_call
-                pool.append(("call", call.name or "", dict(call.args or {}), call.id))
-            elif part.function_response is not None and part.function_response.id:
-                response = part.function_response
-                pool.append(("response", response.name or "", response.response, response.id))
-    used = [False] * len(pool)
+            call, response = part.function_call, part.function_response
+            if call is not None and call.id and (names is None or call.name in names):
+                key = ("call", call.name or "", _payload_key(dict(call.args or {})))
+                pool.setdefault(key, deque()).append(call.id)
+            elif response is not None and response.id and (names is None or response.name in names):
+                key = ("response", response.name or "", _payload_key(response.response))
+                pool.setdefault(key, deque()).append(response.id)
     ids: dict[int, str] = {}
     for content in llm_request.contents:
         for part in content.parts or []:
-            if part.function_call is not None:
-                kind, name, payload = (
-                    "call",
-                    part.function_call.name,
-                    dict(part.function_call.args or {}),
-                )
-                known = part.function_call.id
-            elif part.function_response is not None:
-                kind, name, payload = (
-                    "response",
-                    part.function_response.name,
-                    part.function_response.response,
-                )
-                known = part.function_response.id
+            call, response = part.function_call, part.function_response
+            if call is not None:
+                if names is not None and call.name not in names:
+                    continue
+                kind, name, payload, known = "call", call.name, dict(call.args or {}), call.id
+            elif response is not None:
+                if names is not None and response.name not in names:
+                    continue
+                kind, name, payload = "response", response.name, response.response
+                known = response.id
             else:
                 continue
             if known:
                 ids[id(part)] = known
                 continue
-            for index, (k, n, p, call_id) in enumerate(pool):
-                if not used[index] and k == kind and n == name and p == payload:
-                    used[index] = True
-                    ids[id(part)] = call_id
-                    break
-            else:
-                if kind == "response" and (alias := _applied_without_id(state, name, payload)):
-                    ids[id(part)] = alias
+            waiting = pool.get((kind, name or "", _payload_key(payload)))
+            if waiting:
+                ids[id(part)] = waiting.popleft()
+            elif kind == "response" and (alias := _applied_without_id(state, name, payload)):
+                ids[id(part)] = alias
     return ids
+
+
+def _decided_tool_names(state: PlanSessionState) -> frozenset[str | None] | None:
+    """The tools a resolution, ignored reply or open request can name; None when one of
+    them does not say which tool it concerns (then every part is matched)."""
+    if state.ignored:
+        return None
+    names: set[str | None] = set(PLAN_TOOL_NAMES)
+    for resolution in state.resolutions.values():
+        if resolution.tool_name is None:
+            return None
+        names.add(resolution.tool_name)
+    if state.record is not None:
+        names.update(p.tool_name for p in state.record.pending)
+    return frozenset(names)
+
+
+def _payload_key(payload: Any) -> str:
+    """A key equal for equal payloads (call arguments, responses: JSON-shaped)."""
+    try:
+        return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return repr(payload)
 
 
 def _applied_without_id(state: PlanSessionState, name: str | None, payload: Any) -> str | None:

@@ -39,6 +39,7 @@ from plangate.store.urls import ensure_sqlite_folder, redacted, resolve_database
 
 if TYPE_CHECKING:
     from plangate.store.fresh import SqliteReader
+    from plangate.store.postgres import PostgresDocuments
     from plangate.store.writes import SqliteWriter
 
 T = TypeVar("T")
@@ -190,6 +191,8 @@ class Store:
         """The lock-free read path of a SQLite file (see ``plangate.store.fresh``)."""
         self.writer: SqliteWriter | None = None
         """The one-hop commit path of a SQLite file (see ``plangate.store.writes``)."""
+        self.postgres: PostgresDocuments | None = None
+        """Document reads and commits on asyncpg directly (see ``plangate.store.postgres``)."""
 
     @classmethod
     async def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
@@ -226,6 +229,10 @@ class Store:
 
             store.reader = SqliteReader(path)
             store.writer = SqliteWriter(path, identity)
+        if migrate and engine.dialect.driver == "asyncpg":
+            from plangate.store.postgres import PostgresDocuments
+
+            store.postgres = PostgresDocuments(engine, store.name)
         return store
 
     @property
@@ -249,6 +256,9 @@ class Store:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+        if self.postgres is not None:
+            await self.postgres.close()
+            self.postgres = None
         await self.engine.dispose()
 
     @property
@@ -275,6 +285,8 @@ class Store:
                     return None
                 data = row[1]
                 return Document(json.loads(data) if isinstance(data, str) else data, row[0])
+        if self.postgres is not None:
+            return await self.postgres.get(kind, key)
         async with self.engine.connect() as conn:
             return await Transaction(conn).get(kind, key)
 

@@ -9,8 +9,8 @@ separate hop to the driver's thread; here the whole transaction is one function:
   rows and ``COMMIT``. Durability is SQLite's default, ``synchronous=FULL``: in WAL mode
   ``NORMAL`` can lose the last commits on power loss, and an approval the user saw
   recorded must survive that.
-- PostgreSQL: one transaction on the async engine with the journal rows in a single
-  ``executemany``.
+- PostgreSQL: one transaction on asyncpg directly, statements prepared once per
+  connection, the journal rows in a single ``executemany`` (``plangate.store.postgres``).
 
 The guarantee is the store's: a lost compare-and-set raises ``Conflict`` and nothing of
 the commit is applied.
@@ -19,7 +19,6 @@ the commit is applied.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
@@ -32,15 +31,16 @@ from sqlalchemy import Connection, Engine, create_engine, event, insert
 from sqlalchemy.pool import StaticPool
 
 from plangate.journal.events import JournalEvent
+from plangate.store.errors import database_error
 from plangate.store.schema import journal
-from plangate.store.storable import clean_parameters, storable_json
+from plangate.store.storable import clean_parameters, clean_text, storable_json
 from plangate.store.store import Conflict
 
 if TYPE_CHECKING:
     from plangate.store.file_guard import FileIdentity
     from plangate.store.store import Store, Transaction
 
-__all__ = ["Put", "SqliteWriter", "commit", "transact"]
+__all__ = ["Put", "SqliteWriter", "commit", "journal_row", "transact"]
 
 T = TypeVar("T")
 
@@ -93,8 +93,11 @@ class SqliteWriter:
     async def commit(
         self, puts: Sequence[Put], events: Sequence[tuple[str, JournalEvent]]
     ) -> list[int]:
-        rows = [_journal_row(scope, event) for scope, event in events]
-        documents = [(p.kind, p.key, json.dumps(p.data), p.expected_version) for p in puts]
+        rows = [journal_row(scope, event) for scope, event in events]
+        documents = [
+            (clean_text(p.kind), clean_text(p.key), storable_json(p.data), p.expected_version)
+            for p in puts
+        ]
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self._commit, documents, rows)
 
@@ -196,14 +199,19 @@ def _put(conn: sqlite3.Connection, kind: str, key: str, data: str, wanted: int |
     # None: whatever version is there (0 when absent).
     expected: int = (_version(conn, kind, key) or 0) if wanted is None else wanted
     if expected == 0:
+        # ON CONFLICT DO NOTHING: no row inserted means someone was first (a conflict);
+        # a row refused for another reason (a trigger, a constraint added by hand) is a
+        # database error, never a conflict.
         try:
-            conn.execute(
+            cursor = conn.execute(
                 "INSERT INTO plangate_documents (kind, key, version, data, updated_at) "
-                "VALUES (?, ?, 1, ?, ?)",
+                "VALUES (?, ?, 1, ?, ?) ON CONFLICT (kind, key) DO NOTHING",
                 (kind, key, data, now),
             )
-        except sqlite3.IntegrityError:
-            raise Conflict(kind, key, 0, _version(conn, kind, key)) from None
+        except sqlite3.IntegrityError as exc:
+            raise database_error(exc, "the plan store") from None
+        if cursor.rowcount != 1:
+            raise Conflict(kind, key, 0, _version(conn, kind, key))
         return 1
     cursor = conn.execute(
         "UPDATE plangate_documents SET version = ?, data = ?, updated_at = ? "
@@ -222,18 +230,16 @@ def _version(conn: sqlite3.Connection, kind: str, key: str) -> int | None:
     return row[0] if row is not None else None
 
 
-def _journal_row(scope: str, event: JournalEvent) -> tuple[Any, ...]:
+def journal_row(scope: str, event: JournalEvent) -> tuple[Any, ...]:
+    """The journal columns of ``event``, in ``_JOURNAL_COLUMNS`` order, text cleaned as
+    every engine cleans it (``plangate.store.storable``)."""
+    texts = (scope, event.kind, event.subject, event.from_state, event.to_state, event.actor)
     return (
-        scope,
-        event.kind,
-        event.subject,
-        event.from_state,
-        event.to_state,
-        event.actor,
+        *clean_parameters(texts),
         event.at,
         event.revision,
-        event.sha256,
-        json.dumps(event.detail),
+        clean_parameters(event.sha256),
+        storable_json(event.detail),
     )
 
 
@@ -244,6 +250,8 @@ async def commit(
     version of each put, in order. Raises ``Conflict`` with nothing applied."""
     if store.writer is not None:
         return await store.writer.commit(puts, events)
+    if store.postgres is not None:
+        return await store.postgres.commit(puts, events)
     async with store.transaction() as tx:
         versions = [await _put_async(tx, put) for put in puts]
         if events:

@@ -1,0 +1,186 @@
+"""Document point reads and one-transaction commits on PostgreSQL, on asyncpg directly.
+
+A plan read or a plan commit through SQLAlchemy's async layer spends most of its time
+in that layer (connection checkout, statement compilation, result processing through
+the greenlet bridge), not in the database: eight writers topped out near a hundred
+commits per second on two cores. Here the same statements go straight to asyncpg, which
+prepares each one once per connection (its statement cache), on a small pool of its own.
+
+What the general path guarantees holds here too:
+
+- text is cleaned as on every engine (``plangate.store.storable``): NUL and unpaired
+  surrogates become U+FFFD, so a turn is never refused for its text;
+- a lost compare-and-set raises ``Conflict`` with nothing applied; any other failure is
+  a ``DatabaseError`` with a code (``plangate.store.errors``), never a conflict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from plangate.journal.events import JournalEvent
+from plangate.store.errors import database_error
+from plangate.store.storable import clean_text, storable_json
+from plangate.store.store import Conflict, Document
+from plangate.store.writes import journal_row
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from plangate.store.writes import Put
+
+__all__ = ["PostgresDocuments"]
+
+_POOL_SIZE = 4
+"""Connections of the fast path, beside the engine's own pool: a few, since every server
+process holds them and the server's connection limit is shared (its flush, not the
+number of connections, bounds commits)."""
+_IDLE_SECONDS = 30.0
+"""An idle connection is closed after this long, so a quiet process holds none."""
+
+_SELECT = "SELECT version, data FROM plangate_documents WHERE kind = $1 AND key = $2"
+_SELECT_VERSION = "SELECT version FROM plangate_documents WHERE kind = $1 AND key = $2"
+_INSERT = (
+    "INSERT INTO plangate_documents (kind, key, version, data, updated_at) "
+    "VALUES ($1, $2, 1, $3, $4) ON CONFLICT (kind, key) DO NOTHING"
+)
+_UPDATE = (
+    "UPDATE plangate_documents SET version = $1, data = $2, updated_at = $3 "
+    "WHERE kind = $4 AND key = $5 AND version = $6"
+)
+# One put and its journal rows as a single statement (atomic on its own, one round trip):
+# the journal rows are inserted only if the compare-and-set wrote, in the given order.
+_ROWS = (
+    "INSERT INTO plangate_journal (scope, kind, subject, from_state, to_state, actor, at, "
+    "revision, sha256, detail) SELECT scope, kind, subject, from_state, to_state, actor, at, "
+    "revision, sha256, detail FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], "
+    "$11::text[], $12::text[], $13::float8[], $14::int[], $15::text[], $16::json[]) "
+    "WITH ORDINALITY AS r(scope, kind, subject, from_state, to_state, actor, at, revision, "
+    "sha256, detail, n) WHERE EXISTS (SELECT 1 FROM written) ORDER BY n"
+)
+_JOURNAL_WIDTH = 10
+_UPDATE_AND_JOURNAL = (
+    "WITH written AS (UPDATE plangate_documents SET version = $1, data = $2, updated_at = $3 "
+    "WHERE kind = $4 AND key = $5 AND version = $6 RETURNING version), "
+    f"journaled AS ({_ROWS}) SELECT version FROM written"
+)
+_INSERT_AND_JOURNAL = (
+    "WITH written AS (INSERT INTO plangate_documents (kind, key, version, data, updated_at) "
+    "SELECT $4, $5, $1, $2, $3 WHERE $6::int = 0 "
+    "ON CONFLICT (kind, key) DO NOTHING RETURNING version), "
+    f"journaled AS ({_ROWS}) SELECT version FROM written"
+)
+_JOURNAL = (
+    "INSERT INTO plangate_journal (scope, kind, subject, from_state, to_state, actor, at, "
+    "revision, sha256, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+)
+
+
+class PostgresDocuments:
+    """Point reads and commits of ``plangate_documents`` (and journal rows) on asyncpg.
+
+    Bound to the event loop of the store that owns it, like the store's engine."""
+
+    def __init__(self, engine: AsyncEngine, where: str) -> None:
+        # The engine's own translation of its URL (host, port, user, ssl, ...), so both
+        # paths reach the same server the same way.
+        _, params = engine.dialect.create_connect_args(engine.url)
+        self._connect: dict[str, Any] = {**params, "timeout": 10}
+        self._where = where
+        self._pool: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _acquire(self) -> Any:
+        if self._pool is None:
+            async with self._lock:
+                if self._pool is None:
+                    import asyncpg  # pyright: ignore[reportMissingTypeStubs]
+
+                    self._pool = await asyncpg.create_pool(  # pyright: ignore[reportUnknownMemberType]
+                        min_size=0,
+                        max_size=_POOL_SIZE,
+                        max_inactive_connection_lifetime=_IDLE_SECONDS,
+                        **self._connect,
+                    )
+        return self._pool.acquire()
+
+    async def get(self, kind: str, key: str) -> Document | None:
+        try:
+            async with await self._acquire() as conn:
+                row = await conn.fetchrow(_SELECT, kind, key)
+        except Exception as exc:
+            raise database_error(exc, self._where) from None
+        if row is None:
+            return None
+        data = row[1]
+        return Document(json.loads(data) if isinstance(data, str) else data, row[0])
+
+    async def commit(
+        self, puts: Sequence[Put], events: Sequence[tuple[str, JournalEvent]]
+    ) -> list[int]:
+        documents = [
+            (clean_text(p.kind), clean_text(p.key), storable_json(p.data), p.expected_version)
+            for p in puts
+        ]
+        rows = [journal_row(scope, event) for scope, event in events]
+        if len(documents) == 1 and documents[0][3] is not None:
+            return [await self._commit_one(*documents[0], rows)]  # pyright: ignore[reportArgumentType]
+        try:
+            async with await self._acquire() as conn, conn.transaction():
+                versions = [await _put(conn, *document) for document in documents]
+                if rows:
+                    await conn.executemany(_JOURNAL, rows)
+        except Conflict:
+            raise
+        except Exception as exc:
+            raise database_error(exc, self._where) from None
+        return versions
+
+    async def _commit_one(
+        self, kind: str, key: str, data: str, expected: int, rows: list[tuple[Any, ...]]
+    ) -> int:
+        """The common commit (one document, its journal rows) in one statement."""
+        # One array per journal column (unnest turns them back into rows).
+        columns: list[list[Any]] = [[row[i] for row in rows] for i in range(_JOURNAL_WIDTH)]
+        statement = _INSERT_AND_JOURNAL if expected == 0 else _UPDATE_AND_JOURNAL
+        try:
+            async with await self._acquire() as conn:
+                version = await conn.fetchval(
+                    statement, expected + 1, data, time.time(), kind, key, expected, *columns
+                )
+                if version is None:
+                    raise Conflict(kind, key, expected, await _version(conn, kind, key))
+        except Conflict:
+            raise
+        except Exception as exc:
+            raise database_error(exc, self._where) from None
+        return version
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+
+async def _put(conn: Any, kind: str, key: str, data: str, wanted: int | None) -> int:
+    now = time.time()
+    expected: int = (await _version(conn, kind, key) or 0) if wanted is None else wanted
+    if expected == 0:
+        # ON CONFLICT DO NOTHING: no row inserted means someone was first (a conflict);
+        # any other refusal raises and is reported as a database error.
+        status: str = await conn.execute(_INSERT, kind, key, data, now)
+        if status != "INSERT 0 1":
+            raise Conflict(kind, key, 0, await _version(conn, kind, key))
+        return 1
+    status = await conn.execute(_UPDATE, expected + 1, data, now, kind, key, expected)
+    if status != "UPDATE 1":
+        raise Conflict(kind, key, expected, await _version(conn, kind, key))
+    return expected + 1
+
+
+async def _version(conn: Any, kind: str, key: str) -> int | None:
+    return await conn.fetchval(_SELECT_VERSION, kind, key)
