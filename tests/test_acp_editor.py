@@ -46,7 +46,8 @@ from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.demo import QUESTION
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
-from plangate.plan.scope import plan_sha256
+from plangate.plan.scope import Scope, plan_sha256
+from plangate.plan.scope_text import split_scope_block
 
 database_url = sqlite_database_url
 
@@ -195,7 +196,11 @@ async def test_own_words_and_an_edited_plan_file_are_the_bound_replies(
         plan_file = Path(first.locations[0].path)
         assert plan_file == workspace / ".plangate" / f"plan-{client.session_id}.md"
         assert first.raw_input["plan_file"] == str(plan_file)
-        assert plan_file.read_text() == first.raw_input["plan"]
+        # The file holds the plan under its scope, as an editable block.
+        assert split_scope_block(plan_file.read_text()) == (
+            first.raw_input["plan"],
+            Scope.model_validate(first.raw_input["scope"]),
+        )
         assert f"The plan is also in {plan_file}" in first.content[-1].content.text
         assert client.text().endswith(
             "Type the note that rejects plan revision 1 as your next message: it is sent to "

@@ -130,3 +130,30 @@ async def test_fix_14_ask_for_each_edit_asks_with_the_diff(
     record = await (await open_session(workspace, database_url, client.session_id)).record()
     assert record is not None and record.status is PlanStatus.APPROVED
     assert record.permission == "ask_each_edit"
+
+
+async def test_fix_14_the_scope_is_edited_in_the_plan_file(
+    tmp_path: Path, workspace: Path, database_url: str
+) -> None:
+    """The plan file holds the scope above the plan (TOML between +++ lines); what the
+    user saves there before approving is the scope the approval grants."""
+    model = script(tmp_path, "scope-file", *PLAN, write("CHANGELOG.md", "- fixed\n"))
+    async with editor(tmp_path, workspace, database_url, *model) as (client, conn):
+        await planning_session(client, conn, workspace)
+
+        def widen(tool_call: Any) -> None:
+            path = Path(tool_call.locations[0].path)
+            text = path.read_text()
+            assert text.startswith("+++\n") and f'write = ["{STOCK}"]' in text
+            path.write_text(
+                text.replace(f'write = ["{STOCK}"]', f'write = ["{STOCK}", "CHANGELOG.md"]')
+            )
+
+        client.before_answer = widen
+        assert await prompt(client, conn, "fix the rounding", "approve") == "end_turn"
+        assert len(client.permissions) == 1, "the widened scope covers the write: no amendment"
+    assert (workspace / "CHANGELOG.md").read_text() == "- fixed\n"
+    record = await (await open_session(workspace, database_url, client.session_id)).record()
+    assert record is not None and record.scope is not None
+    assert record.scope.write == (STOCK, "CHANGELOG.md")
+    assert record.content == "1. Fix the rounding in inventory/stock.py\n"

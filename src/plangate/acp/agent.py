@@ -639,7 +639,7 @@ class PlangateAgent:
                 return None
             request = waiting.open[0]
             record = await live.session.record()
-            shown = requests.shown_plan(request, record) if request.kind == "exit" else None
+            shown = requests.plan_file_text(request, record) if request.kind == "exit" else None
             plan_file = live.plan_file
             if shown is not None:
                 # Asked again (after a cancel or a load), the file keeps the user's edits.

@@ -33,6 +33,7 @@ from plangate.acp.mapping import clip, text_content
 from plangate.adk.session import PlanSession
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.scope import Scope, ScopeError, parse_scope
+from plangate.plan.scope_text import ScopeTextError, split_scope_block, with_scope_block
 
 __all__ = [
     "APPROVE_ASK_EACH_EDIT",
@@ -211,6 +212,22 @@ def shown_plan(request: PendingRequest, record: PlanRecord | None) -> str:
     return str(request.payload.get("content") or (record.content if record else ""))
 
 
+def plan_file_text(request: PendingRequest, record: PlanRecord | None) -> str:
+    """What the plan file holds for an approval: the plan, with its scope above it as an
+    editable block when it has one (``plan/scope_text.py``)."""
+    content = shown_plan(request, record)
+    scope = _scope(request.payload.get("scope"))
+    return with_scope_block(content, scope) if scope is not None else content
+
+
+def _edits(saved: str | None) -> tuple[str | None, Scope | None]:
+    """The plan text and scope of a saved plan file (None for what it does not hold).
+    Raises ScopeTextError (a ValueError) when the scope block was broken."""
+    if saved is None:
+        return None, None
+    return split_scope_block(saved)
+
+
 APPROVE_ASK_EACH_EDIT = "approve_ask_each_edit"
 IN_WORDS = "in_words"
 WORDS_FIELD = "text"
@@ -277,10 +294,13 @@ def reply_for(
         return None
     choice = outcome.option_id
     if request.kind == "exit":
+        content, scope = _edits(content)
         if choice == "approve":
-            return PlanSession.approve(request, content=content, permission="auto")
+            return PlanSession.approve(request, content=content, scope=scope, permission="auto")
         if choice == APPROVE_ASK_EACH_EDIT:
-            return PlanSession.approve(request, content=content, permission="ask_each_edit")
+            return PlanSession.approve(
+                request, content=content, scope=scope, permission="ask_each_edit"
+            )
         if choice == "keep_planning":
             # No note: the user named no change (the model is told the plan was rejected).
             return PlanSession.reject(request, note="", content=content)
@@ -307,6 +327,12 @@ def reply_with_words(
     """The bound reply carrying the user's own words: the answer to a question, the note
     that rejects a plan (with the edited plan, if any) or declines Plan Mode."""
     if request.kind == "exit":
+        try:
+            content, _ = _edits(content)
+        except ScopeTextError:
+            # A rejection grants nothing: a broken scope block does not stop the note,
+            # and the plan text cannot be told apart from the block, so it is left out.
+            content = None
         return PlanSession.reject(request, note=text, content=content)
     if request.kind in ("amendment", "edit", "tool"):
         return PlanSession.reject(request, note=text)
