@@ -89,7 +89,10 @@ class EditorClient:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         if self.before_answer is not None:
             self.before_answer(tool_call)
-        chosen = next(o for o in options if answer in (o.name, o.option_id))
+        matching = [o for o in options if answer in (o.name, o.option_id)]
+        # Said here: a StopIteration would surface in the agent as an unrelated error.
+        assert matching, f"{answer!r} is not offered: {[(o.option_id, o.name) for o in options]}"
+        chosen = matching[0]
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id)
         )

@@ -65,7 +65,7 @@ async def test_a_forked_session_starts_where_its_source_is_and_then_diverges(
 
         # The fork is asked for the approval again and implements the plan.
         client.session_id = forked.session_id
-        assert await prompt(client, conn, "Go ahead", "Approve") == "end_turn"
+        assert await prompt(client, conn, "Go ahead", "approve") == "end_turn"
         assert FIXED in (workspace / "inventory" / "stock.py").read_text()
         assert (await fork.record()).status is not PlanStatus.CANCELLED
         assert (await source.record()).status is PlanStatus.CANCELLED
