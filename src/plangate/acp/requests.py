@@ -32,7 +32,7 @@ from google.genai import types
 from plangate.acp.mapping import clip, text_content
 from plangate.adk.session import PlanSession
 from plangate.plan.record import PendingRequest, PlanRecord
-from plangate.plan.scope import Scope, ScopeError, parse_scope
+from plangate.plan.scope import Scope, scope_or_none
 from plangate.plan.scope_text import ScopeTextError, split_scope_block, with_scope_block
 
 __all__ = [
@@ -120,7 +120,7 @@ class ToolCallFields:
                 "approval_id": request.approval_id,
             }
             shown = [message]
-            wants = _scope(payload.get("wants"))
+            wants = scope_or_none(payload.get("wants"))
             if request.kind == "amendment" and wants is not None:
                 shown.append("Outside the approved scope:\n" + _scope_lines(wants, wanted=True))
             if payload.get("scope_summary"):
@@ -182,20 +182,13 @@ def request_tool_call(
 
 def scope_text(value: Any) -> str:
     """The scope an approval grants, for the editor: a summary line, then each entry."""
-    scope = _scope(value)
+    scope = scope_or_none(value)
     if scope is None:
         return (
             "Scope: none named. Approving lets the agent write anywhere in the workspace "
             "and run any command (in the sandbox)."
         )
     return f"Scope: {scope.summary()}\n{_scope_lines(scope)}"
-
-
-def _scope(value: Any) -> Scope | None:
-    try:
-        return parse_scope(value)
-    except ScopeError:
-        return None
 
 
 def _scope_lines(scope: Scope, *, wanted: bool = False) -> str:
@@ -216,7 +209,7 @@ def plan_file_text(request: PendingRequest, record: PlanRecord | None) -> str:
     """What the plan file holds for an approval: the plan, with its scope above it as an
     editable block when it has one (``plan/scope_text.py``)."""
     content = shown_plan(request, record)
-    scope = _scope(request.payload.get("scope"))
+    scope = scope_or_none(request.payload.get("scope"))
     return with_scope_block(content, scope) if scope is not None else content
 
 

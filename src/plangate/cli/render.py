@@ -17,7 +17,7 @@ from plangate.cli.tables import rows_table
 from plangate.plan.amendments import WAITING_STATUSES
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError
-from plangate.plan.scope import Scope, ScopeError, parse_scope
+from plangate.plan.scope import Scope, scope_or_none
 from plangate.result_text import describe_result, summarize_result
 
 __all__ = [
@@ -219,7 +219,7 @@ def render_pending(
     elif request.kind in ("amendment", "edit", "tool"):
         # Model-chosen paths and commands: plain Text, never markup.
         parts: list[Any] = [Text(str(payload.get("message")))]
-        wants = _scope_of(payload.get("wants"))
+        wants = scope_or_none(payload.get("wants"))
         if request.kind == "amendment" and wants is not None:
             parts.append(Text("Outside the approved scope:", "bold"))
             parts.append(scope_table(wants, wanted=True))
@@ -241,7 +241,7 @@ def render_pending(
     elif record is not None:
         render_plan(console, record)
         console.print(Text.assemble((f"Summary{of}: ", "bold yellow"), str(payload.get("message"))))
-        scope = _scope_of(payload.get("scope"))
+        scope = scope_or_none(payload.get("scope"))
         if scope is None:
             console.print(
                 Text.assemble(
@@ -253,14 +253,6 @@ def render_pending(
         else:
             console.print(Text.assemble(("Scope: ", "bold yellow"), scope.summary()))
             console.print(Padding(scope_table(scope), (0, 0, 0, 2)))
-
-
-def _scope_of(value: Any) -> Scope | None:
-    """The scope a request payload carries (None when absent or unreadable)."""
-    try:
-        return parse_scope(value)
-    except ScopeError:
-        return None
 
 
 def scope_table(scope: Scope, *, wanted: bool = False) -> Table:

@@ -34,6 +34,7 @@ __all__ = [
     "parse_permission",
     "parse_scope",
     "plan_sha256",
+    "scope_or_none",
 ]
 
 MAX_ENTRIES = 200
@@ -248,6 +249,15 @@ def parse_scope(value: Any) -> Scope | None:
         if first["type"] == "extra_forbidden":
             message = "unknown field; use write, commands and network"
         raise ScopeError(f"invalid scope.{where}: {message}") from None
+
+
+def scope_or_none(value: Any) -> Scope | None:
+    """The scope a stored payload carries, for display: None when absent or unreadable
+    (what was stored was validated when it was written; a surface shows, not judges)."""
+    try:
+        return parse_scope(value)
+    except ScopeError:
+        return None
 
 
 def parse_permission(value: Any) -> Permission:

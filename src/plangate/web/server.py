@@ -277,8 +277,7 @@ def _validation_message(exc: ValidationError) -> str:
 
 
 async def _parse_input(request: Request, limit: int) -> RunAgentInput:
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":
+    if not _sends_json(request):
         raise BadRunInput("send the RunAgentInput as Content-Type: application/json", status=415)
     body = await _read_body(request, limit)
     try:
@@ -470,13 +469,19 @@ async def select_mode(request: Request) -> Response:
     return await _select_mode(request, mode)
 
 
+def _sends_json(request: Request) -> bool:
+    """Whether the body is declared JSON: a browser cannot send that cross-origin without
+    a preflight, so it also keeps other sites' forms out."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return content_type == "application/json"
+
+
 async def _select_mode(request: Request, mode: str) -> Response:
     found = await _thread_or_404(request)
     if isinstance(found, Response):
         return found
     web, thread_id = found
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":
+    if not _sends_json(request):
         return _error(415, ErrorCode.BAD_INPUT, "send Content-Type: application/json")
     session = web.plan_session(thread_id)
     running = thread_id in web.runs
@@ -518,8 +523,7 @@ async def branch(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     web, thread_id = found
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":
+    if not _sends_json(request):
         return _error(415, ErrorCode.BAD_INPUT, "send Content-Type: application/json")
     new_id = f"t-{uuid.uuid4().hex}"
 
@@ -668,8 +672,7 @@ class LiveResponse(StreamingResponse):
 
 
 async def _json_body(request: Request, limit: int) -> dict[str, Any]:
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":
+    if not _sends_json(request):
         raise BadRunInput("send Content-Type: application/json", status=415)
     body = await _read_body(request, limit)
     try:

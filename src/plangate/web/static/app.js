@@ -1243,6 +1243,32 @@
     }
   }
 
+  // The JSON events of a server-sent event stream, in order (the `data:` lines of each
+  // frame joined; frames without JSON are skipped). Used by a run's own response and by
+  // the live stream of a thread.
+  async function* streamEvents(response) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+        const frame = buffer.slice(0, cut);
+        buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
+        const data = frame
+          .split(/\r?\n/)
+          .filter((line) => line.startsWith("data:"))
+          .map((line) => line.slice(5).replace(/^ /, ""))
+          .join("\n");
+        const event = data && parseJson(data);
+        if (event) yield event;
+      }
+    }
+  }
+
   async function runOwn(body, onAccepted) {
     setRunning(true);
     let response;
@@ -1265,29 +1291,11 @@
     }
     if (onAccepted) onAccepted();
     broadcast("started");
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
     let finished = false;
     try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let cut;
-        while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
-          const frame = buffer.slice(0, cut);
-          buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
-          const data = frame
-            .split(/\r?\n/)
-            .filter((line) => line.startsWith("data:"))
-            .map((line) => line.slice(5).replace(/^ /, ""))
-            .join("\n");
-          const event = data && parseJson(data);
-          if (!event) continue;
-          handle(event);
-          if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") finished = true;
-        }
+      for await (const event of streamEvents(response)) {
+        handle(event);
+        if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") finished = true;
       }
     } catch (error) {
       console.warn("the event stream broke", error);
@@ -1459,27 +1467,10 @@
       if (response.status === 401) controller.abort(); // the token banner says why
       return;
     }
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
     try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return;
-        buffer += decoder.decode(value, { stream: true });
-        let cut;
-        while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
-          const frame = buffer.slice(0, cut);
-          buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
-          const data = frame
-            .split(/\r?\n/)
-            .filter((line) => line.startsWith("data:"))
-            .map((line) => line.slice(5).replace(/^ /, ""))
-            .join("\n");
-          const event = data && parseJson(data);
-          // One at a time, in order: a reload started by one event finishes first.
-          if (event) live.chain = live.chain.then(() => onLive(event)).catch((e) => console.warn(e));
-        }
+      for await (const event of streamEvents(response)) {
+        // One at a time, in order: a reload started by one event finishes first.
+        live.chain = live.chain.then(() => onLive(event)).catch((e) => console.warn(e));
       }
     } catch {
       // aborted (another thread) or the server went away: follow() tries again
