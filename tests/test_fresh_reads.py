@@ -10,13 +10,15 @@ import time
 import uuid
 
 import pytest
+from sqlalchemy import update
 
 from plangate.protocol import GENERAL_TASK_REF, IntentTransition
 from plangate.protocol.definitions import segment_id_for, start_segment
-from plangate.store.fresh import FreshReads
+from plangate.store.fresh import FreshDocuments, FreshReads
 from plangate.store.intents import IntentRepository
 from plangate.store.protocol_state import ProtocolStateStore, RunRecord
-from plangate.store.store import Store
+from plangate.store.schema import documents
+from plangate.store.store import Document, Store
 from plangate.store.writes import transact
 
 
@@ -118,3 +120,41 @@ async def test_a_one_hop_commit_that_waits_on_something_else_applies_nothing(
         assert stored is not None and stored.data == {"a": 2}
     finally:
         await store.close()
+
+
+async def test_a_kept_document_is_validated_by_its_own_row(database_url: str) -> None:
+    """The kept decoded value is reused only while the row is the one it was decoded
+    from: a new version is seen, and so is a row rewritten in place under the same one."""
+    here, there = await Store.open(database_url), await Store.open(database_url)
+    try:
+        key = uuid.uuid4().hex
+        decoded: list[object] = []
+
+        def decode(_key: str, document: Document | None) -> object:
+            decoded.append(None if document is None else document.data)
+            return None if document is None else (document.version, document.data["n"])
+
+        docs = FreshDocuments("test_doc", decode)
+        assert await docs.get(here, key) is None
+        async with there.transaction() as tx:
+            await tx.put("test_doc", key, {"n": 1}, expected_version=0)
+        assert await docs.get(here, key) == (1, 1)
+        # An unrelated commit to the same database: the row is unchanged, nothing decoded.
+        async with there.transaction() as tx:
+            await tx.put("test_doc", f"{key}-other", {"n": 0}, expected_version=0)
+        assert await docs.get(here, key) == (1, 1)
+        assert len(decoded) == 2
+        async with there.transaction() as tx:
+            await tx.put("test_doc", key, {"n": 2}, expected_version=1)
+        assert await docs.get(here, key) == (2, 2)
+        async with there.transaction() as tx:
+            await tx.connection.execute(
+                update(documents)
+                .where(documents.c.kind == "test_doc", documents.c.key == key)
+                .values(data={"n": 3})
+            )
+        assert await docs.get(here, key) == (2, 3)
+        assert len(decoded) == 4
+    finally:
+        await here.close()
+        await there.close()

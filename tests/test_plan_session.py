@@ -7,6 +7,7 @@ from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
 from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.plan import PlanStatus
+from plangate.plan.transitions import force_enter
 
 
 async def open_session(database_url: str, model: ScriptedLlm) -> PlanSession:
@@ -92,3 +93,29 @@ async def test_bound_replies_and_resume_after_reopen(database_url: str) -> None:
     record = await reopened.record()
     assert record.status is PlanStatus.APPROVED and record.content.endswith("2. y")
     assert (await reopened.selection()) == "agent"
+
+
+async def test_a_run_settles_with_the_session_state_as_stored(database_url: str) -> None:
+    """The state a run settled with is what a caller reconciles with afterwards (the
+    AG-UI end of run reads no more): it must equal the stored state, mirror included."""
+    model = ScriptedLlm()
+    session = await open_session(database_url, model)
+    await session.select_plan()
+    model.add([call("Write", path="a", content="b")], [text("planning")])
+    await collect(session, "build it")
+    stored = await session.session(events=False)
+    assert session.settled_state == stored.state
+    assert session.settled_state[session.runtime.state_key]["status"] == "exploring"
+    # The store changes after the run's last step (another writer): settling appends the
+    # mirror, and the settled state holds that write.
+    model.add([text("ok")])
+    async for event in session.run("thanks"):
+        if event.is_final_response():
+            loaded = await session.runtime.load(session.scope)
+            edited = force_enter(None, objective="edited elsewhere", now=1.0).record
+            await session.runtime.commit(
+                session.scope, loaded, loaded.state.model_copy(update={"record": edited})
+            )
+    stored = await session.session(events=False)
+    assert session.settled_state == stored.state
+    assert stored.state[session.runtime.state_key]["objective"] == "edited elsewhere"

@@ -286,7 +286,11 @@ def _mirror(
     write is part of the runner's own next event (never a write into a session the
     runner holds). ``dumped`` is the record as mirrored; a copy goes into the session so
     nothing there can change the cached one."""
-    if context.state.get(runtime.state_key) != dumped:
+    # Compared through the session's plain dict: a read of a dict through
+    # ``context.state`` makes ADK deep-copy it (to notice nested writes later) and compare
+    # it again at every event, which would cost more than the whole check. A write through
+    # ``context.state`` lands in that dict too, so both reads see the same value.
+    if context.session.state.get(runtime.state_key) != dumped:
         context.state[runtime.state_key] = copy.deepcopy(dumped)
     key = runtime.options.force_enter_plan_state_key
     if key and state.selection is not None and context.state.get(key) != state.selection:

@@ -113,6 +113,9 @@ class PlanSession:
         self.runtime: PlanRuntime = plan_runtime(agent)  # type: ignore[assignment]
         self.user_id = user_id
         self.session_id = session_id
+        self.settled_state: dict[str, Any] | None = None
+        """The session state as stored once the last ``run`` settled (None: not known),
+        so a caller reconciling with it after the run need not read it again."""
 
     @classmethod
     async def open(
@@ -242,6 +245,7 @@ class PlanSession:
         if state_delta and key and state_delta.get(key) is not None:
             await self._request(str(state_delta[key]))
         session_key = self.scope.session_key
+        self.settled_state = None
         _running[session_key] = _running.get(session_key, 0) + 1
         try:
             async with aclosing(
@@ -260,7 +264,7 @@ class PlanSession:
             if not _running[session_key]:
                 del _running[session_key]
                 try:
-                    await self._settle()
+                    self.settled_state = await self._settle()
                 except Exception:  # settling is best effort; the next boundary catches up
                     log.exception("could not settle plan state after the run")
 
@@ -350,7 +354,9 @@ class PlanSession:
         """Write session state between runs (never while a run holds the session)."""
         if self.running:
             raise RuntimeError("a run of this session is in progress; its session is busy")
-        session = await self.session(events=False)
+        await self._append_state(await self.session(events=False), delta)
+
+    async def _append_state(self, session: Any, delta: dict[str, Any]) -> None:
         event = Event(
             author=SYSTEM_AUTHOR,
             invocation_id=f"e-{SYSTEM_AUTHOR}-{time.time_ns()}",
@@ -488,9 +494,10 @@ class PlanSession:
             )
         raise RuntimeError("the plan state kept changing while resetting it; try again")
 
-    async def _settle(self) -> None:
+    async def _settle(self) -> dict[str, Any] | None:
         """After a run: an exit requested during it that no boundary applied applies now,
-        and session state is brought level with the store."""
+        and session state is brought level with the store. Returns the session state as
+        stored then (None when it was not read)."""
         state = await self.plan_state()
         requested = state.requested
         options = self.runtime.options
@@ -502,15 +509,16 @@ class PlanSession:
             and record.is_gate_active()
         ):
             await self._cancel()
-            return
-        await self._sync_mirror()
+            return None
+        return await self._sync_mirror()
 
-    async def _sync_mirror(self) -> None:
-        """Session state mirrors the store (between runs only)."""
+    async def _sync_mirror(self) -> dict[str, Any] | None:
+        """Session state mirrors the store (between runs only). Returns the session state
+        as stored afterwards (None when the session or the plan state is unreadable)."""
         loaded = await self.runtime.load(self.scope)
         session = await self.session(events=False)
         if session is None or loaded.unreadable:
-            return
+            return None
         state = loaded.state
         delta: dict[str, Any] = {}
         dumped = state.record.dump() if state.record is not None else None
@@ -529,7 +537,9 @@ class PlanSession:
             # host wrote itself and no boundary saw yet is left alone.
             delta[key] = state.selection
         if delta:
-            await self.set_state(delta)
+            await self._append_state(session, delta)
+        # ``append_event`` applied the delta to ``session.state`` as it stored it.
+        return dict(session.state)
 
     # -- replies bound to what was shown --------------------------------------------------
 

@@ -8,11 +8,12 @@ takes no write lock and, on SQLite, no thread hop:
   microseconds -- less than handing it to a worker thread. If the file is busy anyway
   (recovery, a checkpoint that truncates) it raises ``ReaderBusy`` at once and the
   caller reads through the async engine instead, so the event loop never waits on a lock.
-- ``FreshDocuments`` caches each decoded document with a stamp. On SQLite the stamp is
-  ``PRAGMA data_version``, which changes whenever *any other* connection -- of this
-  process or another -- commits; an unchanged stamp proves the cached value current. A
-  changed stamp re-reads the row and decodes it only if its bytes changed. On PostgreSQL
-  the row is read every time (one round trip) and decoded only when it changed.
+- ``FreshDocuments`` caches each decoded document beside the row it came from. Every
+  get reads the row (one point read; on PostgreSQL one round trip) and decodes it only
+  if its version or bytes changed, so a write by any process is seen at once.
+- ``FreshReads`` keeps the results of wider reads while ``PRAGMA data_version`` -- which
+  changes whenever *any other* connection, of this process or another, commits --
+  stays the same.
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ class FreshDocuments(Generic[T]):
     def __init__(self, kind: str, decode: Callable[[str, Document | None], T]) -> None:
         self.kind = kind
         self._decode = decode
-        # key -> (stamp, raw row, decoded value); least recently used first.
-        self._entries: OrderedDict[str, tuple[tuple[int, int] | None, object, T]] = OrderedDict()
+        # key -> (raw row, decoded value); least recently used first.
+        self._entries: OrderedDict[str, tuple[object, T]] = OrderedDict()
 
     async def get(self, store: Store, key: str) -> T:
         reader = store.reader
@@ -121,29 +122,30 @@ class FreshDocuments(Generic[T]):
                 pass
         document = await store.get(self.kind, key)
         raw = (document.version, document.data) if document is not None else None
-        return self._remember(key, None, raw, document)
+        return self._remember(key, raw, document)
 
     def _get_sqlite(self, reader: SqliteReader, key: str) -> T:
-        stamp = (reader.token, reader.data_version())
-        entry = self._entries.get(key)
-        if entry is not None and entry[0] == stamp:
-            self._entries.move_to_end(key)
-            return entry[2]
-        # Read the row after the stamp: a commit in between changes the stamp again, so
-        # the entry is re-checked next time rather than trusted stale.
+        # One point read of the row itself validates the cached value: its version and
+        # bytes equal to what was decoded prove the value current (a row rewritten in
+        # place under the same version has other bytes). A ``PRAGMA data_version`` check
+        # first would spare nothing on the hot path: every gate read follows a session
+        # commit to the same file, so the stamp has always changed and the row was read
+        # anyway -- two statements, each handing the GIL away, where one does.
         row = reader.row(self.kind, key)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] == row:
+            self._entries.move_to_end(key)
+            return entry[1]
         document = None
-        if row is not None and (entry is None or entry[1] != row):
+        if row is not None:
             data = row[1]
             document = Document(json.loads(data) if isinstance(data, str) else data, row[0])
-        return self._remember(key, stamp, row, document)
+        return self._remember(key, row, document)
 
-    def _remember(
-        self, key: str, stamp: tuple[int, int] | None, raw: object, document: Document | None
-    ) -> T:
+    def _remember(self, key: str, raw: object, document: Document | None) -> T:
         entry = self._entries.get(key)
-        value = entry[2] if entry is not None and entry[1] == raw else self._decode(key, document)
-        self._entries[key] = (stamp, raw, value)
+        value = entry[1] if entry is not None and entry[0] == raw else self._decode(key, document)
+        self._entries[key] = (raw, value)
         self._entries.move_to_end(key)
         if len(self._entries) > _MAX_ENTRIES:
             self._entries.popitem(last=False)

@@ -756,7 +756,14 @@ async def run_events(
                 yield reply
         # A paused tool writes its state outside the event stream: reconcile with the
         # session as stored, so snapshot + deltas equal it exactly.
-        delta = mirror.update(await _session_state(session, keys))
+        # The run settled by reading the session's state (see ``PlanSession.run``): use
+        # that read rather than another, when there was one.
+        settled = session.settled_state
+        delta = mirror.update(
+            shared_state(settled, keys)
+            if settled is not None
+            else await _session_state(session, keys)
+        )
         if delta is not None:
             yield delta
         failure = protocol_failure(protocol_before, _protocol_view(mirror.state, keys))
