@@ -155,6 +155,24 @@ async def test_a_write_outside_the_scope_waits_for_an_amendment(tmp_path: Path) 
     assert [a.actor for a in after.approvals if a.kind == "amendment"] == ["user"]
 
 
+async def test_an_amendment_approved_with_a_grant_that_does_not_cover_the_call_does_not_run_it(
+    tmp_path: Path,
+) -> None:
+    """The reviewer approves the amendment but sends back a scope without the file asked
+    for: the scope is what they sent, and the call is refused, not run."""
+    harness, model, session, workspace = await _planned(tmp_path)
+    model.add([call("Write", path="CHANGELOG.md", content="- drift\n")], [text("told")])
+    await _approve(harness, session)
+    narrower = {"write": ["inventory/stock.py", "docs/"], "commands": ["python -m pytest"]}
+    events = await _decide(harness, session, approve=True, scope=narrower)
+    (result,) = [r for r in tool_results(events, "Write") if "code" in r]
+    assert result["code"] == "OUTSIDE_SCOPE" and "write `CHANGELOG.md`" in result["message"]
+    assert not (workspace / "CHANGELOG.md").exists()
+    after = await session.record()
+    assert after is not None and after.scope == Scope.model_validate(narrower)
+    assert await session.pending() == []
+
+
 async def test_a_refused_amendment_leaves_the_file_untouched(tmp_path: Path) -> None:
     harness, model, session, workspace = await _planned(tmp_path)
     before = (workspace / "README.md").read_text()

@@ -78,10 +78,10 @@ async def check_capability(
     if resolution is not None and resolution.decides_call:
         if resolution.result.get("status") != "approved":
             return resolution.result
-        if not _allowed_before_scope(record, call_id):
-            return None
-        # Allowed as a tool call while no scope governed it (asked while planning, say):
-        # that approval did not cover the scope, and the call id cannot be asked again.
+        # An approval lets the call run only within the scope in force once it was
+        # given: a reviewer may approve an amendment with a narrower grant than asked,
+        # and a call allowed while no scope governed it (a policy ask while planning)
+        # was never judged against one. The call id cannot be asked again.
         found = await asyncio.to_thread(_wants, tool, args)
         try:
             missing = record.scope.missing(found[0]) if found and record.scope else Scope()
@@ -89,10 +89,14 @@ async def check_capability(
             return _unnameable(tool.name, exc)
         if missing.is_empty():
             return None
+        why = (
+            "the user allowed this call before the plan's scope applied"
+            if _allowed_before_scope(record, call_id)
+            else "the scope the user approved does not cover this call"
+        )
         return error_result(
             ErrorCode.OUTSIDE_SCOPE,
-            f"the user allowed this call before the plan's scope applied, and it needs "
-            f"more than the approved scope: {missing.asks()}; it did not run",
+            f"{why}, and it needs more than the approved scope: {missing.asks()}; it did not run",
             "call it again to ask the user for an amendment, or stay within the scope",
             tool=tool.name,
         )
