@@ -25,7 +25,7 @@ from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.policy.effects import Effect, declare_effect
 from plangate.web.server import create_app
 from test_web_render import assert_accessible
-from web_support import ARTIFACTS, ServerThread, headless_chromium
+from web_support import ARTIFACTS, RestartableSite, ServerThread, headless_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -69,33 +69,15 @@ class Gate:
         self.tool = declare_effect(Inspect, Effect.READ)
 
 
-class Site:
+class Site(RestartableSite):
     """A server over a scripted model and a database file that outlives restarts."""
 
     def __init__(self, database: Path, gate: Gate | None = None) -> None:
-        self.database = database
+        super().__init__(database)
         self.gate = gate or Gate()
-        self.model = ScriptedLlm()
-        self.server: ServerThread | None = None
 
-    def start(self, model: ScriptedLlm | None = None) -> Site:
-        if model is not None:
-            self.model = model
-        agent = make_agent(self.model, tools=[Read, Write, self.gate.tool])
-        runner = build_runner(agent, database_url=f"sqlite:///{self.database}", app_name="web")
-        app = create_app(runner=runner, require_token=False, token=None)
-        self.server = ServerThread(app).start()
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        return self.server.url
+    def agent(self) -> Any:
+        return make_agent(self.model, tools=[Read, Write, self.gate.tool])
 
 
 @pytest.fixture(scope="module")
@@ -435,8 +417,7 @@ def test_fix_10_unsent_text_is_kept_with_a_retry_when_the_server_is_down(
     )
 
     # The server comes back on the same address; Retry sends the kept text.
-    agent = make_agent(site.model, tools=[Read, Write, site.gate.tool])
-    runner = build_runner(agent, database_url=f"sqlite:///{site.database}", app_name="web")
+    runner = build_runner(site.agent(), database_url=f"sqlite:///{site.database}", app_name="web")
     server = ServerThread(create_app(runner=runner, require_token=False, token=None), port)
     server.start()
     try:

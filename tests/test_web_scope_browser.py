@@ -21,13 +21,11 @@ from typing import Any
 
 import pytest
 
-from plangate.adk.runner import build_runner
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.scripted import ScriptedLlm, call, text
-from plangate.web.server import create_app
 from test_web_render import assert_accessible
-from web_support import ARTIFACTS, ServerThread, demo_server, headless_chromium
+from web_support import ARTIFACTS, RestartableSite, demo_server, headless_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -39,34 +37,16 @@ DRIFT = "CHANGELOG.md"
 SUMMARY = "This plan may write inventory/stock.py; run python -m pytest; no network."
 
 
-class Site:
+class Site(RestartableSite):
     """The coding agent over a sample workspace, a scripted model and a database file that
     outlives restarts, on a real server."""
 
     def __init__(self, root: Path) -> None:
-        self.database = root / "web.db"
+        super().__init__(root / "web.db")
         self.workspace = copy_sample_workspace(root / "workspace")
-        self.model = ScriptedLlm()
-        self.server: ServerThread | None = None
 
-    def start(self, model: ScriptedLlm | None = None) -> Site:
-        if model is not None:
-            self.model = model
-        agent = build_coding_agent(self.workspace, self.model)
-        runner = build_runner(agent, database_url=f"sqlite:///{self.database}", app_name="web")
-        app = create_app(runner=runner, require_token=False, token=None)
-        self.server = ServerThread(app).start()
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        return self.server.url
+    def agent(self) -> Any:
+        return build_coding_agent(self.workspace, self.model)
 
     def plans(self, *after: Any) -> None:
         """The model plans with SCOPE, submits, and then plays ``after``."""

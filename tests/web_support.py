@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -23,6 +23,7 @@ from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.data import DataCatalog
 from plangate.models.demo import DemoModel
+from plangate.models.scripted import ScriptedLlm
 from plangate.web.server import bind, create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -118,6 +119,40 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+class RestartableSite:
+    """A real server over a scripted model and a database file that outlives restarts:
+    subclasses say which agent it serves (``agent``); ``stop`` then ``start`` is a
+    server restart on the same data."""
+
+    def __init__(self, database: Path) -> None:
+        self.database = database
+        self.model = ScriptedLlm()
+        self.server: ServerThread | None = None
+
+    def agent(self) -> Any:
+        raise NotImplementedError
+
+    def start(self, model: ScriptedLlm | None = None) -> Self:
+        if model is not None:
+            self.model = model
+        runner = build_runner(
+            self.agent(), database_url=f"sqlite:///{self.database}", app_name="web"
+        )
+        app = create_app(runner=runner, require_token=False, token=None)
+        self.server = ServerThread(app).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
 
 
 @contextmanager
