@@ -783,7 +783,10 @@ def _url_host(host: str) -> str:
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket, bound before the URL is printed (port 0 picks a free port)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
+    # sockets that name it, and with Nagle on, every response on a kept-alive connection
+    # waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     # Room for a burst of connections (hundreds of tabs or clients at once); a full
