@@ -19,7 +19,7 @@ from plangate.store.intents import IntentRepository
 from plangate.store.protocol_state import ProtocolStateStore, RunRecord
 from plangate.store.schema import documents
 from plangate.store.store import Document, Store
-from plangate.store.writes import transact
+from plangate.store.writes import Put, commit, transact
 
 
 def _run(scope: str, run_id: str) -> tuple[RunRecord, object]:
@@ -155,6 +155,25 @@ async def test_a_kept_document_is_validated_by_its_own_row(database_url: str) ->
             )
         assert await docs.get(here, key) == (2, 3)
         assert len(decoded) == 4
+    finally:
+        await here.close()
+        await there.close()
+
+
+async def test_several_documents_are_read_in_one_go_as_last_committed(database_url: str) -> None:
+    here, there = await Store.open(database_url), await Store.open(database_url)
+    try:
+        key = uuid.uuid4().hex
+        await commit(there, [Put("a", key, {"n": 1}, 0), Put("b", key, ["x"], 0)], [])
+        wanted = [("a", key), ("b", key), ("c", key), ("a", "other")]
+        assert await here.get_many(wanted) == {
+            ("a", key): Document({"n": 1}, 1),
+            ("b", key): Document(["x"], 1),
+        }
+        # A commit through another connection is seen by the very next read.
+        await commit(there, [Put("a", key, {"n": 2}, 1)], [])
+        assert (await here.get_many(wanted))[("a", key)] == Document({"n": 2}, 2)
+        assert await here.get_many([]) == {}
     finally:
         await here.close()
         await there.close()

@@ -35,7 +35,7 @@ from sqlalchemy import bindparam, delete, select
 
 from plangate.store.schema import documents
 from plangate.store.shared import shared_store
-from plangate.store.store import Conflict, Store
+from plangate.store.store import Conflict, Document, Store
 from plangate.store.writes import Put, commit
 
 __all__ = ["StoreSessionService"]
@@ -97,6 +97,10 @@ def _merged(own: dict[str, Any], app: dict[str, Any], user: dict[str, Any]) -> d
     return state
 
 
+def _state_of(stored: Document | None) -> dict[str, Any]:
+    return dict(stored.data) if stored is not None else {}
+
+
 class StoreSessionService(BaseSessionService):
     """ADK sessions on plangate's store (``database_url`` as ``build_runner`` takes it)."""
 
@@ -118,13 +122,19 @@ class StoreSessionService(BaseSessionService):
     ) -> Session | None:
         store = await self._store()
         key = _session_key(app_name, user_id, session_id)
-        stored = await store.get(SESSION_KIND, key)
+        user_key = _user_key(app_name, user_id)
+        # The session with its app and user state: one statement, not three.
+        found = await store.get_many(
+            [(SESSION_KIND, key), (APP_STATE_KIND, app_name), (USER_STATE_KIND, user_key)]
+        )
+        stored = found.get((SESSION_KIND, key))
         if stored is None:
             return None
-        app = await self._state(store, APP_STATE_KIND, app_name)
-        user = await self._state(store, USER_STATE_KIND, _user_key(app_name, user_id))
+        app = _state_of(found.get((APP_STATE_KIND, app_name)))
+        user = _state_of(found.get((USER_STATE_KIND, user_key)))
         events: list[Event] = []
-        if config is None or config.num_recent_events != 0:
+        # The document counts the events: a session without any needs no query for them.
+        if stored.data["events"] and (config is None or config.num_recent_events != 0):
             events = await self._events(store, key)
             if config is not None and config.after_timestamp is not None:
                 events = [e for e in events if e.timestamp >= config.after_timestamp]
@@ -174,8 +184,7 @@ class StoreSessionService(BaseSessionService):
 
     @staticmethod
     async def _state(store: Store, kind: str, key: str) -> dict[str, Any]:
-        stored = await store.get(kind, key)
-        return dict(stored.data) if stored is not None else {}
+        return _state_of(await store.get(kind, key))
 
     @staticmethod
     async def _events(store: Store, session_key: str) -> list[Event]:

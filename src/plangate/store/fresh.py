@@ -22,7 +22,7 @@ import itertools
 import json
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqlalchemy import Engine, create_engine
@@ -81,6 +81,20 @@ class SqliteReader:
             ).fetchone()
         except sqlite3.OperationalError as exc:
             raise ReaderBusy(str(exc)) from exc
+
+    def rows(self, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[Any, Any]]:
+        """The stored ``(version, data)`` of several documents in one statement, by
+        ``(kind, key)``; absent ones are left out."""
+        where = " OR ".join("(kind = ? AND key = ?)" for _ in wanted)
+        parameters = [part for pair in wanted for part in pair]
+        try:
+            found = self._conn.execute(
+                f"SELECT kind, key, version, data FROM plangate_documents WHERE {where}",
+                parameters,
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise ReaderBusy(str(exc)) from exc
+        return {(kind, key): (version, data) for kind, key, version, data in found}
 
     def engine(self) -> Engine:
         """A synchronous SQLAlchemy engine on this very connection, for the repositories'

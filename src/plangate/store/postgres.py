@@ -43,6 +43,10 @@ _IDLE_SECONDS = 30.0
 """An idle connection is closed after this long, so a quiet process holds none."""
 
 _SELECT = "SELECT version, data FROM plangate_documents WHERE kind = $1 AND key = $2"
+_SELECT_MANY = (
+    "SELECT kind, key, version, data FROM plangate_documents "
+    "WHERE (kind, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
+)
 _SELECT_VERSION = "SELECT version FROM plangate_documents WHERE kind = $1 AND key = $2"
 _INSERT = (
     "INSERT INTO plangate_documents (kind, key, version, data, updated_at) "
@@ -116,8 +120,17 @@ class PostgresDocuments:
             raise database_error(exc, self._where) from None
         if row is None:
             return None
-        data = row[1]
-        return Document(json.loads(data) if isinstance(data, str) else data, row[0])
+        return _document(row[0], row[1])
+
+    async def get_many(self, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Document]:
+        try:
+            async with await self._acquire() as conn:
+                rows = await conn.fetch(
+                    _SELECT_MANY, [kind for kind, _ in wanted], [key for _, key in wanted]
+                )
+        except Exception as exc:
+            raise database_error(exc, self._where) from None
+        return {(row[0], row[1]): _document(row[2], row[3]) for row in rows}
 
     async def commit(
         self, puts: Sequence[Put], events: Sequence[tuple[str, JournalEvent]]
@@ -164,6 +177,10 @@ class PostgresDocuments:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
+
+
+def _document(version: int, data: Any) -> Document:
+    return Document(json.loads(data) if isinstance(data, str) else data, version)
 
 
 async def _put(conn: Any, kind: str, key: str, data: str, wanted: int | None) -> int:

@@ -290,6 +290,34 @@ class Store:
         async with self.engine.connect() as conn:
             return await Transaction(conn).get(kind, key)
 
+    async def get_many(self, wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Document]:
+        """Several documents as last committed, by ``(kind, key)``, in one round trip;
+        absent ones are left out."""
+        wanted = list(wanted)
+        if not wanted:
+            return {}
+        if self.reader is not None:
+            from plangate.store.fresh import ReaderBusy
+
+            try:
+                rows = self.reader.rows(wanted)
+            except ReaderBusy:
+                pass
+            else:
+                return {
+                    pair: Document(json.loads(data) if isinstance(data, str) else data, version)
+                    for pair, (version, data) in rows.items()
+                }
+        if self.postgres is not None:
+            return await self.postgres.get_many(wanted)
+        found: dict[tuple[str, str], Document] = {}
+        async with self.engine.connect() as conn:
+            for kind, key in wanted:
+                document = await Transaction(conn).get(kind, key)
+                if document is not None:
+                    found[(kind, key)] = document
+        return found
+
     async def read(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """Run the read-only ``work(connection)`` against the last committed state.
 
