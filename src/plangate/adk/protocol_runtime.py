@@ -77,6 +77,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BINDING_REQUIRED",
     "PROTOCOL_MARKER",
+    "Finished",
     "ProtocolRuntime",
     "StartResult",
 ]
@@ -96,6 +97,14 @@ class StartResult:
     mirror: dict[str, Any]
     failure: str | None = None
     """Why the run must not start; the model is never called."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    outcome: dict[str, Any]
+    """The run's outcome as JSON."""
+    mirror: dict[str, Any]
+    """The session-state mirror of the run as committed."""
 
 
 @dataclass
@@ -197,7 +206,9 @@ class ProtocolRuntime:
         self._tool_sources: dict[str, str] = {}
         self._pending: dict[tuple[str, str], _Pending] = {}
         self._availability: dict[tuple[ProtocolRef, str], ToolPlan] = {}
-        self._intents: FreshReads[tuple[IntentRevision | None, str | None]] = FreshReads()
+        self._intents: FreshReads[IntentRevision | None] = FreshReads()
+        self._run_intents: dict[tuple[str, str], tuple[int, IntentRevision | None]] = {}
+        """(session key, run id) -> (run document version, the run's intent revision)."""
         self.replaced_answers: set[str] = set()
         """Runs whose final model answer the completion gate already replaced."""
 
@@ -276,20 +287,35 @@ class ProtocolRuntime:
             return ()
         return tuple(extractor(task_text))
 
-    async def _read_intent(
-        self, session_key: str, run_id: str | None = None
-    ) -> tuple[IntentRevision | None, str | None]:
-        """(the run's or the session's resolved revision, the session's own head)."""
+    async def _run_intent(
+        self, session_key: str, run: Versioned[RunRecord]
+    ) -> IntentRevision | None:
+        """The intent revision a run works on, as of the run document ``run``.
+
+        A run's binding changes only in a transaction that also writes its run document
+        (start, handoff), so the revision is remembered against the document's version:
+        the steps of a run read the run document anyway, and ask nothing more while its
+        version stays the same.
+        """
+        key = (session_key, run.value.run_id)
+        known = self._run_intents.get(key)
+        if known is not None and known[0] == run.version:
+            return known[1]
         store = await self.store()
 
-        async def read(conn: Any) -> tuple[IntentRevision | None, str | None]:
-            repo = IntentRepository(conn)
-            if run_id is not None:
-                return await repo.resolve_for_run(session_key, run_id), await repo.head(session_key)
-            return await repo.resolve(session_key), await repo.head(session_key)
+        async def read(conn: Any) -> IntentRevision | None:
+            return await IntentRepository(conn).resolve_for_run(session_key, run.value.run_id)
 
-        # Asked at every step (mirror, instructions); unchanged until something commits.
-        return await self._intents.get(store, (session_key, run_id), lambda: store.read(read))
+        revision = await self._intents.get(store, key, lambda: store.read(read))
+        self._remember_intent(key, run.version, revision)
+        return revision
+
+    def _remember_intent(
+        self, key: tuple[str, str], version: int, revision: IntentRevision | None
+    ) -> None:
+        if len(self._run_intents) >= 4096:
+            self._run_intents.clear()
+        self._run_intents[key] = (version, revision)
 
     async def view(self, context: Any) -> _RunView | None:
         """The run this call belongs to: by invocation id, else the scope's running run."""
@@ -314,9 +340,14 @@ class ProtocolRuntime:
         if run is None:
             return {}
         segment = await states.segment(scope.key, run.value.active_segment_id)
-        revision, _ = await self._read_intent(scope.session_key, run_id)
+        return await self.mirror_of(scope, run, segment.value if segment else None)
+
+    async def mirror_of(
+        self, scope: PlanScope, run: Versioned[RunRecord], state: ProtocolState | None
+    ) -> dict[str, Any]:
+        """The mirror of a run and its active segment as just read or written."""
+        revision = await self._run_intent(scope.session_key, run)
         record = run.value
-        state = segment.value if segment else None
         mirror: dict[str, Any] = {
             "protocol": state.protocol.id if state else None,
             "version": state.protocol.version if state else None,
@@ -365,7 +396,9 @@ class ProtocolRuntime:
         failure = ""
         for attempt in range(self.options.conflict_retries + 1):
             try:
-                await self._route_and_commit(context, scope, run_id, user_input, attempt)
+                run, segment = await self._route_and_commit(
+                    context, scope, run_id, user_input, attempt
+                )
             except IntentRevisionConflict as exc:
                 failure = (
                     f"{exc.message}. The run did not start; send the message again to run it "
@@ -388,16 +421,22 @@ class ProtocolRuntime:
                     [_event("protocol.route.failed", run_id, {"reasonCode": exc.code})],
                 )
                 return StartResult({}, f"{exc.message}: no protocol can run this message")
-            return StartResult(await self.mirror(scope, run_id))
+            return StartResult(await self.mirror_of(scope, run, segment))
         return StartResult({}, failure)
 
     @telemetry.traced(telemetry.ROUTE_SPAN)
     async def _route_and_commit(
         self, context: Any, scope: PlanScope, run_id: str, user_input: str, attempt: int
-    ) -> None:
+    ) -> tuple[Versioned[RunRecord], ProtocolState]:
+        """Route the message and commit the run's start; the run and segment written."""
         states = await self.states()
+        store = await self.store()
         # Read before routing: the classifier call sits inside the compare-and-set window.
-        base, head = await self._read_intent(scope.session_key)
+        # Read every time (a run start follows the commit of the user's message, so a
+        # kept answer would never be current).
+        base, head = await store.read(
+            lambda conn: IntentRepository(conn).resolve_with_head(scope.session_key)
+        )
         intent = base.as_intent() if base else None
         helper = build_helper_context(
             intent,
@@ -448,11 +487,11 @@ class ProtocolRuntime:
             ),
         ]
 
-        bound: list[RunBinding] = []
+        bound: list[tuple[RunBinding, IntentRevision | None]] = []
 
         async def bind_intent(tx: Transaction) -> None:
             bound.append(
-                await IntentRepository(tx.connection).commit_for_run(
+                await IntentRepository(tx.connection).commit_run_start(
                     scope.session_key,
                     run_id,
                     expected_base_id=base.id if base else None,
@@ -463,8 +502,13 @@ class ProtocolRuntime:
             )
 
         await states.create(scope.key, record, segment, events, within=bind_intent)
-        telemetry.routed(decision, bound[0] if bound else None, transition)
+        binding, written = bound[0]
+        # Created at version 1 with its binding: the run's revision is the one written
+        # for it, else the base it was routed on.
+        self._remember_intent((scope.session_key, run_id), 1, written or base)
+        telemetry.routed(decision, binding, transition)
         telemetry.journaled(scope.key, events=events)
+        return Versioned(record, 1), segment
 
     def _explicit_selection(self, context: Any) -> ProtocolRef | None:
         key = self.options.selection_state_key
@@ -850,7 +894,7 @@ class ProtocolRuntime:
         if view is None:
             return None
         state = view.segment.value
-        revision, _ = await self._read_intent(view.scope.session_key, view.run.value.run_id)
+        revision = await self._run_intent(view.scope.session_key, view.run)
         plan = self.available(state)
         lines = [
             PROTOCOL_MARKER,
@@ -888,15 +932,15 @@ class ProtocolRuntime:
         if view is None or view.run.value.status != "running":
             return None
         states = await self.states()
-        ledger = await states.run_ledger(view.scope.key, view.run.value)
+        ledger = await states.run_ledger(view.scope.key, view.run.value, active=view.segment)
         refused = unrecovered_data_rejections(ledger)
         if not refused:
             return None
         return completion_gate(ledger, None).message
 
-    async def finish(self, context: Any, answer_message_id: str | None) -> dict[str, Any] | None:
-        """Decide and persist the run's outcome. Returns the outcome as JSON, or None
-        when there is no running run."""
+    async def finish(self, context: Any, answer_message_id: str | None) -> Finished | None:
+        """Decide and persist the run's outcome. Returns it with the run's mirror as
+        committed, or None when there is no running run."""
         view = await self.view(context)
         if view is None or view.run.value.run_id != context.invocation_id:
             return None
@@ -906,7 +950,7 @@ class ProtocolRuntime:
         states = await self.states()
         earlier = [
             entry
-            for seg in (await states.segments(scope.key, run_v.value))[:-1]
+            for seg in (await states.segments(scope.key, run_v.value, active=segment_v))[:-1]
             for entry in seg.value.ledger
         ]
         state = segment_v.value
@@ -969,7 +1013,14 @@ class ProtocolRuntime:
             run=(record, run_v.version),
             events=events,
         )
-        return detail
+        written = Versioned(record, run_v.version + 1)
+        # Written by compare-and-set on the version read, without touching the binding:
+        # the revision known for that version is the new version's too.
+        key = (scope.session_key, record.run_id)
+        known = self._run_intents.get(key)
+        if known is not None and known[0] == run_v.version:
+            self._remember_intent(key, written.version, known[1])
+        return Finished(detail, await self.mirror_of(scope, written, final))
 
 
 def _not_started() -> dict[str, Any]:

@@ -292,8 +292,8 @@ def _make_callbacks(runtime: ProtocolRuntime, agent: LlmAgent) -> dict[str, Any]
         if recorded:
             view = await runtime.view(tool_context)
             if view is not None:
-                tool_context.state[runtime.state_key] = await runtime.mirror(
-                    view.scope, view.run.value.run_id
+                tool_context.state[runtime.state_key] = await runtime.mirror_of(
+                    view.scope, view.run, view.segment.value
                 )
         return None
 
@@ -324,16 +324,15 @@ def _make_callbacks(runtime: ProtocolRuntime, agent: LlmAgent) -> dict[str, Any]
         if _is_paused(callback_context):
             return None
         invocation = callback_context.invocation_id
-        outcome = await runtime.finish(
+        finished = await runtime.finish(
             callback_context, _final_answer_id(callback_context, agent.name)
         )
         replaced = invocation in runtime.replaced_answers
         runtime.replaced_answers.discard(invocation)
-        if outcome is None:
+        if finished is None:
             return None
-        view = await runtime.view(callback_context)
-        if view is not None:
-            callback_context.state[runtime.state_key] = await runtime.mirror(view.scope, invocation)
+        callback_context.state[runtime.state_key] = finished.mirror
+        outcome = finished.outcome
         if outcome["status"] == "failed" and not replaced:
             return _failure_content(outcome.get("message") or "PROTOCOL_RUN_FAILED")
         return None

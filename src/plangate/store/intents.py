@@ -26,7 +26,6 @@ from typing import Any, Final
 from sqlalchemy import Row, bindparam, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from plangate.errors import ErrorCode
@@ -212,6 +211,12 @@ class IntentRepository:
     async def resolve(self, session_key: str) -> IntentRevision | None:
         return await self.revision(await self.resolve_revision_id(session_key))
 
+    async def resolve_with_head(self, session_key: str) -> tuple[IntentRevision | None, str | None]:
+        """(what the session resolves to, its own head): the head read once for both."""
+        own = await self.head(session_key)
+        resolved = own if own is not None else await self._lineage_pin(session_key)
+        return await self.revision(resolved), own
+
     async def revisions(self, session_key: str) -> list[IntentRevision]:
         rows = (
             await self._conn.execute(
@@ -283,17 +288,18 @@ class IntentRepository:
     async def _move_head(self, session_key: str, expected: str | None, new: str) -> None:
         now = time.time()
         if expected is None:
-            try:
-                async with self._conn.begin_nested():
-                    await self._conn.execute(
-                        insert(intent_heads).values(
-                            session_key=session_key, revision_id=new, updated_at=now
-                        )
-                    )
-            except IntegrityError:
-                raise IntentRevisionConflict(
-                    session_key, None, await self.head(session_key)
-                ) from None
+            # Insert-or-nothing in one statement (no savepoint around a failing insert):
+            # no row inserted means another writer gave the session a head first.
+            insert_for = (
+                postgresql_insert if self._conn.dialect.name == "postgresql" else sqlite_insert
+            )
+            inserted = await self._conn.execute(
+                insert_for(intent_heads)
+                .values(session_key=session_key, revision_id=new, updated_at=now)
+                .on_conflict_do_nothing(index_elements=[intent_heads.c.session_key])
+            )
+            if inserted.rowcount != 1:
+                raise IntentRevisionConflict(session_key, None, await self.head(session_key))
             return
         result = await self._conn.execute(
             update(intent_heads)
@@ -349,7 +355,29 @@ class IntentRepository:
         task_relation: TaskRelation,
     ) -> RunBinding:
         """The run-start intent write: verify the base the router saw, write the route's
-        revision (if any) and bind the run.
+        revision (if any) and bind the run (see ``commit_run_start``)."""
+        binding, _ = await self.commit_run_start(
+            session_key,
+            run_id,
+            expected_base_id=expected_base_id,
+            expected_head=expected_head,
+            transition=transition,
+            task_relation=task_relation,
+        )
+        return binding
+
+    async def commit_run_start(
+        self,
+        session_key: str,
+        run_id: str,
+        *,
+        expected_base_id: str | None,
+        expected_head: str | None,
+        transition: IntentTransition | None,
+        task_relation: TaskRelation,
+    ) -> tuple[RunBinding, IntentRevision | None]:
+        """The run's binding and the revision written for it (None: the run works on its
+        base revision).
 
         ``expected_base_id`` and ``expected_head`` are read *before* routing, so the
         classifier call sits inside the compare-and-set window: a concurrent change in
@@ -360,18 +388,20 @@ class IntentRepository:
             raise IntentRevisionConflict(session_key, expected_base_id, current)
         active = expected_base_id
         relation = task_relation
+        revision = None
         if transition is not None:
             revision = await self.commit(
                 session_key, transition, expected_head=expected_head, source_run_id=run_id
             )
             active, relation = revision.id, transition.task_relation
-        return await self.bind_run(
+        binding = await self.bind_run(
             session_key,
             run_id,
             base_revision_id=expected_base_id,
             active_revision_id=active,
             task_relation=relation,
         )
+        return binding, revision
 
     async def apply_handoff(
         self, session_key: str, run_id: str, transition: IntentTransition

@@ -155,20 +155,37 @@ class ProtocolStateStore:
     async def segment(self, scope_key: str, segment_id: str) -> Versioned[ProtocolState] | None:
         return await _segments.get(self.store, _segment_key(scope_key, segment_id))
 
-    async def segments(self, scope_key: str, run: RunRecord) -> list[Versioned[ProtocolState]]:
+    async def segments(
+        self,
+        scope_key: str,
+        run: RunRecord,
+        *,
+        active: Versioned[ProtocolState] | None = None,
+    ) -> list[Versioned[ProtocolState]]:
+        """The run's segments in order; ``active``, the run's active segment as the
+        caller just read it, is used rather than read again."""
         found: list[Versioned[ProtocolState]] = []
         for segment_id in run.segment_ids:
+            if active is not None and segment_id == active.value.segment_id:
+                found.append(active)
+                continue
             segment = await self.segment(scope_key, segment_id)
             if segment is None:
                 raise _segment_missing(segment_id)
             found.append(segment)
         return found
 
-    async def run_ledger(self, scope_key: str, run: RunRecord) -> list[LedgerEntry]:
-        """Every action of the run, all segments in order."""
+    async def run_ledger(
+        self,
+        scope_key: str,
+        run: RunRecord,
+        *,
+        active: Versioned[ProtocolState] | None = None,
+    ) -> list[LedgerEntry]:
+        """Every action of the run, all segments in order (``active``: as ``segments``)."""
         return [
             entry
-            for segment in await self.segments(scope_key, run)
+            for segment in await self.segments(scope_key, run, active=active)
             for entry in segment.value.ledger
         ]
 
