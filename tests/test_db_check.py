@@ -11,7 +11,7 @@ from sqlalchemy import insert, text, update
 
 from plangate.adk.database import prepare_database
 from plangate.cli.main import main
-from plangate.store.leases import RunLeases
+from plangate.store.leases import LeaseHeld, RunLeases
 from plangate.store.protocol_state import RUN_KIND
 from plangate.store.recovery import stale_runs, sweep_lease
 from plangate.store.schema import documents, run_leases
@@ -170,6 +170,40 @@ async def test_fix_12_4_an_expired_lease_is_taken_over_and_its_runs_interrupted(
         assert await alive.holder_of("app/user/s1") is None
     finally:
         await store.close()
+
+
+async def test_a_free_thread_goes_to_exactly_one_of_two_processes_and_an_expired_lease_to_the_next(
+    database_url: str,
+) -> None:
+    """Two stores (two processes as far as the database can tell) start a run on one free
+    thread at once: one takes the lease, the other is refused with ``LeaseHeld``. A lease
+    left to expire is taken over by the next run, which is told whose it was."""
+    one, two = await Store.open(database_url), await Store.open(database_url)
+    try:
+        first, second = RunLeases(one, holder="one", ttl=30), RunLeases(two, holder="two", ttl=30)
+        results = await asyncio.gather(
+            first.acquire("app/user/t", "r1"),
+            second.acquire("app/user/t", "r2"),
+            return_exceptions=True,
+        )
+        won = [r for r in results if isinstance(r, tuple)]
+        refused = [r for r in results if isinstance(r, LeaseHeld)]
+        assert len(won) == 1 and len(refused) == 1, results
+        lease, replaced = won[0]
+        assert replaced is None
+        assert (await second.holder_of("app/user/t")) == lease
+        async with one.engine.begin() as conn:  # its holder stopped renewing long ago
+            await conn.execute(update(run_leases).values(expires_at=time.time() - 1))
+        taken, old = await second.acquire("app/user/t", "r3")
+        assert taken.holder == "two" and taken.run_id == "r3"
+        assert old is not None and (old.holder, old.run_id) == (lease.holder, lease.run_id)
+        with pytest.raises(LeaseHeld):
+            await first.acquire("app/user/t", "r4")
+        await second.release(taken)
+        assert await first.holder_of("app/user/t") is None
+    finally:
+        await one.close()
+        await two.close()
 
 
 async def _interrupted(store: Store) -> tuple[str, int]:

@@ -63,7 +63,7 @@ from google.genai import types
 
 from plangate.adk.replies import Awaiting, awaiting, record_replies, replies_in
 from plangate.adk.runner import function_reply
-from plangate.adk.runtime import PlanRuntime
+from plangate.adk.runtime import Loaded, PlanRuntime
 from plangate.adk.scope import PlanScope
 from plangate.adk.setup import plan_runtime
 from plangate.errors import ErrorCode, error_result
@@ -498,7 +498,10 @@ class PlanSession:
         """After a run: an exit requested during it that no boundary applied applies now,
         and session state is brought level with the store. Returns the session state as
         stored then (None when it was not read)."""
-        state = await self.plan_state()
+        # Only looked at, never changed: the shared value needs no copy, and the mirror
+        # below is brought level with this very read.
+        loaded = await self.runtime.load(self.scope)
+        state = loaded.state
         requested = state.requested
         options = self.runtime.options
         record = state.record
@@ -510,12 +513,14 @@ class PlanSession:
         ):
             await self._cancel()
             return None
-        return await self._sync_mirror()
+        return await self._sync_mirror(loaded)
 
-    async def _sync_mirror(self) -> dict[str, Any] | None:
-        """Session state mirrors the store (between runs only). Returns the session state
-        as stored afterwards (None when the session or the plan state is unreadable)."""
-        loaded = await self.runtime.load(self.scope)
+    async def _sync_mirror(self, loaded: Loaded | None = None) -> dict[str, Any] | None:
+        """Session state mirrors the store (between runs only); ``loaded`` is the plan
+        state as just read, if it was. Returns the session state as stored afterwards
+        (None when the session or the plan state is unreadable)."""
+        if loaded is None:
+            loaded = await self.runtime.load(self.scope)
         session = await self.session(events=False)
         if session is None or loaded.unreadable:
             return None
