@@ -25,7 +25,7 @@ from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
 from plangate.data import DataCatalog
 from plangate.models.scripted import ScriptedLlm, call, text
-from plangate.web.agui import StateKeys, protocol_failure, shared_state
+from plangate.web.agui import StateKeys, StateMirror, protocol_failure, shared_state
 from plangate.web.server import create_app
 from web_support import demo_app, run_input, sse_events, user_message
 
@@ -897,3 +897,42 @@ async def test_info_says_what_contains_the_agents_commands(
     else:
         assert info["available"] is False
         assert "shell parser only" in info["detail"]
+
+
+def test_a_state_delta_patches_only_the_keys_an_event_writes_and_replays_exactly() -> None:
+    """Each event's delta goes out as a patch of the shared keys it writes: applied in
+    order to the snapshot, the patches give exactly the state mirrored; an unshared key, or
+    a value written again unchanged, sends nothing."""
+    keys = StateKeys(
+        plan="plan/mode~x",  # "/" and "~" must be escaped in the patch paths
+        todos="todos",
+        selection="mode",
+        plan_value="plan",
+        agent_value="agent",
+        protocol="protocol:a",
+    )
+    snapshot: dict[str, Any] = {"todos": [{"t": "a"}, {"t": "b"}], "mode": "agent"}
+    mirror = StateMirror(json.loads(json.dumps(snapshot)))
+    client = json.loads(json.dumps(snapshot))
+    deltas = [
+        {"plan/mode~x": {"status": "drafting", "steps": ["one"]}, "private": 1},
+        {"plan/mode~x": {"status": "drafting", "steps": ["one", "two"]}},
+        {"todos": [{"t": "b"}, {"t": "a"}, {"t": "c"}], "mode": "plan"},
+        {"protocol:a": {"phase": "explore"}, "plan/mode~x": None},
+        {"mode": "plan"},
+        {"private": 2},
+    ]
+    sent = 0
+    for delta in deltas:
+        event = mirror.apply_delta(delta, keys)
+        if event is not None:
+            sent += 1
+            client = jsonpatch.apply_patch(client, event.model_dump(by_alias=True)["delta"])
+        assert client == mirror.state
+    assert sent == 4
+    assert client == {
+        "todos": [{"t": "b"}, {"t": "a"}, {"t": "c"}],
+        "mode": "plan",
+        "plan/mode~x": None,
+        "protocol:a": {"phase": "explore"},
+    }

@@ -667,19 +667,43 @@ class StateMirror:
 
     def update(self, new_state: dict[str, Any]) -> StateDeltaEvent | None:
         patch = jsonpatch.make_patch(self.state, new_state)
-        self.state = copy.deepcopy(new_state)
         if not patch.patch:
-            return None
+            return None  # equal already: nothing to send, nothing to copy
+        self.state = copy.deepcopy(new_state)
         return StateDeltaEvent(delta=patch.patch, timestamp=_now_ms())
 
     def apply_delta(self, delta: dict[str, Any], keys: StateKeys) -> StateDeltaEvent | None:
-        touched = {k: v for k, v in delta.items() if k in keys.all}
-        if not touched:
+        """The patch of the keys an event's delta writes, diffed key by key: the rest of
+        the state is neither copied nor compared."""
+        operations: list[dict[str, Any]] = []
+        for key, value in delta.items():
+            if key not in keys.all:
+                continue
+            value = _jsonable(value)  # a copy of its own: later diffs never alias it
+            operations += _key_patch(key, self.state.get(key, _ABSENT), value)
+            self.state[key] = value
+        if not operations:
             return None
-        new_state = copy.deepcopy(self.state)
-        for key, value in touched.items():
-            new_state[key] = _jsonable(value)
-        return self.update(new_state)
+        return StateDeltaEvent(delta=operations, timestamp=_now_ms())
+
+
+_ABSENT = object()
+
+
+def _key_patch(key: str, old: Any, new: Any) -> list[dict[str, Any]]:
+    """JSON Patch operations turning state ``key`` from ``old`` into ``new``."""
+    path = "/" + key.replace("~", "~0").replace("/", "~1")
+    if old is _ABSENT:
+        return [{"op": "add", "path": path, "value": new}]
+    if old == new:
+        return []
+    if type(old) is type(new) and isinstance(old, (dict, list)):
+        # make_patch may move or copy within the value: "from" is a path too.
+        return [
+            {**op, **{k: path + op[k] for k in ("path", "from") if k in op}}
+            for op in jsonpatch.make_patch(old, new).patch
+        ]
+    return [{"op": "replace", "path": path, "value": new}]
 
 
 def _run_config() -> RunConfig:

@@ -40,6 +40,7 @@ from typing import Any
 from ag_ui.core import PROTOCOL_VERSION, BaseEvent, RunAgentInput
 from ag_ui.encoder import EventEncoder
 from google.adk.agents import LlmAgent
+from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.runners import Runner
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
@@ -210,6 +211,14 @@ class WebState:
         session = await self.plan_session(thread_id).session(events=False)
         return session is not None
 
+    async def create(self, thread_id: str) -> None:
+        """Create the thread's session, just found absent (no second look, as
+        ``PlanSession.open`` would take); one created meanwhile is kept."""
+        with contextlib.suppress(AlreadyExistsError):
+            await self.runner.session_service.create_session(
+                app_name=self.runner.app_name, user_id=self.user_id, session_id=thread_id
+            )
+
 
 def _web(request: Request) -> WebState:
     return request.app.state.web
@@ -333,7 +342,7 @@ async def agent(request: Request) -> Response:
         existed = await web.exists(thread_id)
         prepared = await prepare_run(session, run_input, new_thread=not existed)
         if not existed and prepared.stale is None and not prepared.replies:
-            await PlanSession.open(web.runner, user_id=web.user_id, session_id=thread_id)
+            await web.create(thread_id)
     except BadRunInput as exc:
         await _end_run(web, thread_id, lease)
         return _error(exc.status, ErrorCode.BAD_INPUT, exc.message)
