@@ -936,3 +936,10 @@ def test_a_state_delta_patches_only_the_keys_an_event_writes_and_replays_exactly
         "plan/mode~x": None,
         "protocol:a": {"phase": "explore"},
     }
+    # The end of the run reconciles with the stored state: keys and fields removed too.
+    stored = {"todos": [], "protocol:a": {"phase": "report", "run/id": "r~1"}, "mode": "plan"}
+    event = mirror.update(stored)
+    assert event is not None
+    client = jsonpatch.apply_patch(client, event.model_dump(by_alias=True)["delta"])
+    assert client == stored == mirror.state
+    assert mirror.update(json.loads(json.dumps(stored))) is None

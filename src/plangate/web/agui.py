@@ -2,7 +2,7 @@
 
 One AG-UI run is one ``PlanSession.run``. The stream opens with ``RUN_STARTED`` and a
 ``STATE_SNAPSHOT``; each ADK event becomes text, tool-call and tool-result events, and a
-``STATE_DELTA`` (RFC 6902, made by ``jsonpatch``) follows every event that changed the
+``STATE_DELTA`` (an RFC 6902 patch of the keys it wrote) follows every event that changed the
 plan, the todos, the mode selection or the protocol state. A run that waits for a human
 ends with ``RUN_FINISHED`` and an interrupt outcome, one ``Interrupt`` per pending plan
 request; the next run answers them with ``RunAgentInput.resume`` (or, as in the original
@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonpatch
 from ag_ui.core import (
     PROTOCOL_VERSION,
     BaseEvent,
@@ -666,21 +665,25 @@ class StateMirror:
         self.state = state
 
     def update(self, new_state: dict[str, Any]) -> StateDeltaEvent | None:
-        patch = jsonpatch.make_patch(self.state, new_state)
-        if not patch.patch:
+        operations = [
+            {"op": "remove", "path": _pointer(key)} for key in self.state if key not in new_state
+        ]
+        for key, value in new_state.items():
+            operations += _value_patch(_pointer(key), self.state.get(key, _ABSENT), value)
+        if not operations:
             return None  # equal already: nothing to send, nothing to copy
         self.state = copy.deepcopy(new_state)
-        return StateDeltaEvent(delta=patch.patch, timestamp=_now_ms())
+        return StateDeltaEvent(delta=operations, timestamp=_now_ms())
 
     def apply_delta(self, delta: dict[str, Any], keys: StateKeys) -> StateDeltaEvent | None:
-        """The patch of the keys an event's delta writes, diffed key by key: the rest of
-        the state is neither copied nor compared."""
+        """The patch of the keys an event's delta writes: the rest of the state is
+        neither copied nor compared."""
         operations: list[dict[str, Any]] = []
         for key, value in delta.items():
             if key not in keys.all:
                 continue
             value = _jsonable(value)  # a copy of its own: later diffs never alias it
-            operations += _key_patch(key, self.state.get(key, _ABSENT), value)
+            operations += _value_patch(_pointer(key), self.state.get(key, _ABSENT), value)
             self.state[key] = value
         if not operations:
             return None
@@ -690,20 +693,32 @@ class StateMirror:
 _ABSENT = object()
 
 
-def _key_patch(key: str, old: Any, new: Any) -> list[dict[str, Any]]:
-    """JSON Patch operations turning state ``key`` from ``old`` into ``new``."""
-    path = "/" + key.replace("~", "~0").replace("/", "~1")
+def _pointer(key: str) -> str:
+    return "/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def _value_patch(path: str, old: Any, new: Any) -> list[dict[str, Any]]:
+    """JSON Patch operations turning the value at ``path`` from ``old`` into ``new``.
+
+    An object is patched field by field, one level down: a plan or protocol state changes
+    a few fields per event, and a field's new value is small beside the diff a general
+    algorithm would spend finding a finer patch."""
     if old is _ABSENT:
         return [{"op": "add", "path": path, "value": new}]
     if old == new:
         return []
-    if type(old) is type(new) and isinstance(old, (dict, list)):
-        # make_patch may move or copy within the value: "from" is a path too.
-        return [
-            {**op, **{k: path + op[k] for k in ("path", "from") if k in op}}
-            for op in jsonpatch.make_patch(old, new).patch
-        ]
-    return [{"op": "replace", "path": path, "value": new}]
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [{"op": "replace", "path": path, "value": new}]
+    operations: list[dict[str, Any]] = [
+        {"op": "remove", "path": path + _pointer(name)} for name in old if name not in new
+    ]
+    for name, value in new.items():
+        before = old.get(name, _ABSENT)
+        if before is _ABSENT:
+            operations.append({"op": "add", "path": path + _pointer(name), "value": value})
+        elif before != value:
+            operations.append({"op": "replace", "path": path + _pointer(name), "value": value})
+    return operations
 
 
 def _run_config() -> RunConfig:
