@@ -238,7 +238,7 @@ def _with_counters(app: Any, profile: Path | None) -> Any:
 def serve_main(argv: list[str]) -> None:
     import uvicorn
 
-    from plangate.web.server import bind, create_app
+    from plangate.web.server import bind, create_app, freeze_startup_heap
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", choices=SHAPES, default="trivial")
@@ -252,6 +252,7 @@ def serve_main(argv: list[str]) -> None:
     quiet_adk_logs()
     app = create_app(runner=runner, require_token=False, token=None)
     sock = bind("127.0.0.1", 0)
+    freeze_startup_heap()  # as ``plangate serve`` does
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     server = uvicorn.Server(
         uvicorn.Config(
