@@ -186,11 +186,13 @@ def bare_runner(shape: str, folder: Path, sessions: str, delay: float = 0.0) -> 
     return Runner(app_name="bare", agent=agent, session_service=service)
 
 
-async def bare_run(runner: Any, text: str = "hello") -> None:
+async def bare_run(runner: Any, text: str = "hello", run_config: Any = None) -> None:
     """One bare ADK run on a new session, as a server would do it."""
     session = await runner.session_service.create_session(app_name="bare", user_id="user")
     message = types.Content(role="user", parts=[types.Part(text=text)])
-    async for _ in runner.run_async(user_id="user", session_id=session.id, new_message=message):
+    async for _ in runner.run_async(
+        user_id="user", session_id=session.id, new_message=message, run_config=run_config
+    ):
         pass
 
 
