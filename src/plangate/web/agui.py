@@ -659,34 +659,37 @@ def is_confirmation(part: types.Part) -> bool:
 
 
 class StateMirror:
-    """The state last sent to the client; each change goes out as a JSON Patch."""
+    """The state last sent to the client; each change goes out as a JSON Patch.
+
+    The mirror owns the dicts it is given (``shared_state`` makes fresh ones) and never
+    changes a value in place: a change replaces the top-level value, so a state can share
+    every untouched value with the one before it instead of being deep-copied per event."""
 
     def __init__(self, state: dict[str, Any]) -> None:
         self.state = state
 
     def update(self, new_state: dict[str, Any]) -> StateDeltaEvent | None:
+        """Move to ``new_state``, a fresh JSON value nobody else holds."""
         operations = [
             {"op": "remove", "path": _pointer(key)} for key in self.state if key not in new_state
         ]
         for key, value in new_state.items():
             operations += _value_patch(_pointer(key), self.state.get(key, _ABSENT), value)
+        self.state = new_state
         if not operations:
-            return None  # equal already: nothing to send, nothing to copy
-        self.state = copy.deepcopy(new_state)
+            return None
         return StateDeltaEvent(delta=operations, timestamp=_now_ms())
 
     def apply_delta(self, delta: dict[str, Any], keys: StateKeys) -> StateDeltaEvent | None:
         """The patch of the keys an event's delta writes: the rest of the state is
         neither copied nor compared."""
+        touched = {k: _jsonable(v) for k, v in delta.items() if k in keys.all}
         operations: list[dict[str, Any]] = []
-        for key, value in delta.items():
-            if key not in keys.all:
-                continue
-            value = _jsonable(value)  # a copy of its own: later diffs never alias it
+        for key, value in touched.items():
             operations += _value_patch(_pointer(key), self.state.get(key, _ABSENT), value)
-            self.state[key] = value
         if not operations:
             return None
+        self.state = {**self.state, **touched}
         return StateDeltaEvent(delta=operations, timestamp=_now_ms())
 
 
