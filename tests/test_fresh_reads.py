@@ -12,13 +12,16 @@ import uuid
 import pytest
 from sqlalchemy import update
 
+from plangate.adk.protocol_runtime import ProtocolRuntime
+from plangate.adk.protocols import ProtocolOptions
+from plangate.adk.scope import PlanScope
 from plangate.protocol import GENERAL_TASK_REF, IntentTransition
 from plangate.protocol.definitions import segment_id_for, start_segment
 from plangate.store.fresh import FreshDocuments, FreshReads
-from plangate.store.intents import IntentRepository
+from plangate.store.intents import IntentRepository, IntentRevision
 from plangate.store.protocol_state import ProtocolStateStore, RunRecord
 from plangate.store.schema import documents
-from plangate.store.store import Document, Store
+from plangate.store.store import Document, Store, Transaction
 from plangate.store.writes import Put, commit, transact
 
 
@@ -174,6 +177,70 @@ async def test_several_documents_are_read_in_one_go_as_last_committed(database_u
         await commit(there, [Put("a", key, {"n": 2}, 1)], [])
         assert (await here.get_many(wanted))[("a", key)] == Document({"n": 2}, 2)
         assert await here.get_many([]) == {}
+    finally:
+        await here.close()
+        await there.close()
+
+
+async def test_a_runs_intent_follows_a_handoff_committed_elsewhere(database_url: str) -> None:
+    """The mirror keeps a run's intent revision against the run document's version: a
+    handoff another process commits (new binding, new run version) is in the very next
+    mirror, and a commit that leaves the run alone changes nothing."""
+    here, there = await Store.open(database_url), await Store.open(database_url)
+    try:
+        scope = PlanScope("app", "u", uuid.uuid4().hex, "analyst")
+        session, run_id = scope.session_key, "e-run"
+        record, segment = _run(scope.key, run_id)
+        task = IntentTransition(
+            kind="initial",
+            intent_id=None,
+            previous_revision_id=None,
+            protocol=GENERAL_TASK_REF,
+            text="the first task",
+            task_relation="replace",
+        )
+        written: list[IntentRevision | None] = []
+
+        async def bind(tx: Transaction) -> None:
+            _, revision = await IntentRepository(tx.connection).commit_run_start(
+                session,
+                run_id,
+                expected_base_id=None,
+                expected_head=None,
+                transition=task,
+                task_relation="replace",
+            )
+            written.append(revision)
+
+        elsewhere = ProtocolStateStore(there)
+        await elsewhere.create(scope.key, record, segment, [], within=bind)  # type: ignore[arg-type]
+        runtime = ProtocolRuntime(
+            ProtocolOptions(database_url=database_url),
+            "analyst",
+            model_classifier=lambda: None,
+            fallback_database_url=lambda: None,
+        )
+        first = await runtime.mirror(scope, run_id)
+        assert first["intent"]["text"] == "the first task"
+        await elsewhere.append(scope.key, [])  # a commit that leaves the run alone
+        assert await runtime.mirror(scope, run_id) == first
+        base = written[0]
+        assert base is not None
+        handoff = IntentTransition(
+            kind="handoff",
+            intent_id=base.intent_id,
+            previous_revision_id=base.id,
+            protocol=GENERAL_TASK_REF,
+            text="the handed-off task",
+            task_relation="continue",
+        )
+
+        async def apply(tx: Transaction) -> None:
+            await IntentRepository(tx.connection).apply_handoff(session, run_id, handoff)
+
+        await elsewhere.write(scope.key, run=(record, 1), within=apply)
+        after = await runtime.mirror(scope, run_id)
+        assert after["intent"]["text"] == "the handed-off task"
     finally:
         await here.close()
         await there.close()
