@@ -670,7 +670,8 @@ class StateMirror:
 
     def update(self, new_state: dict[str, Any]) -> StateDeltaEvent | None:
         """Move to ``new_state``, a fresh JSON value nobody else holds."""
-        operations = [
+        # Plain RFC 6902 dicts: the event validates them into AG-UI's operation models.
+        operations: list[Any] = [
             {"op": "remove", "path": _pointer(key)} for key in self.state if key not in new_state
         ]
         for key, value in new_state.items():
@@ -684,7 +685,7 @@ class StateMirror:
         """The patch of the keys an event's delta writes: the rest of the state is
         neither copied nor compared."""
         touched = {k: _jsonable(v) for k, v in delta.items() if k in keys.all}
-        operations: list[dict[str, Any]] = []
+        operations: list[Any] = []
         for key, value in touched.items():
             operations += _value_patch(_pointer(key), self.state.get(key, _ABSENT), value)
         if not operations:
