@@ -43,6 +43,14 @@ DEFAULT_LEASE_SECONDS = 15.0
 LEASE_ENV = "PLANGATE_RUN_LEASE_SECONDS"
 
 
+# PostgreSQL's one-statement paths (asyncpg, see ``plangate.store.postgres``).
+_TAKE_FREE = (
+    "INSERT INTO plangate_run_leases (thread_key, run_id, holder, acquired_at, expires_at) "
+    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_key) DO NOTHING"
+)
+_RELEASE = "DELETE FROM plangate_run_leases WHERE thread_key = $1 AND holder = $2 AND run_id = $3"
+
+
 def lease_seconds() -> float:
     """The lease time: ``PLANGATE_RUN_LEASE_SECONDS`` (at least 1 s), else 15 s."""
     raw = os.environ.get(LEASE_ENV)
@@ -89,6 +97,15 @@ class RunLeases:
         (the usual case) costs one statement in it: insert-or-nothing."""
         now = time.time()
         lease = Lease(thread_key, run_id, self.holder, now + self.ttl)
+        postgres = self.store.postgres
+        if postgres is not None:
+            # One round trip for a free thread; a held or expired lease takes the path
+            # below, which decides between the two in one transaction.
+            status = await postgres.execute(
+                _TAKE_FREE, thread_key, run_id, self.holder, now, lease.expires_at
+            )
+            if status == "INSERT 0 1":
+                return lease, None
 
         async def take(tx: Transaction) -> tuple[Lease, Lease | None]:
             conn = tx.connection
@@ -155,6 +172,12 @@ class RunLeases:
         return Lease(lease.thread_key, lease.run_id, lease.holder, expires_at)
 
     async def release(self, lease: Lease) -> None:
+        if self.store.postgres is not None:
+            await self.store.postgres.execute(
+                _RELEASE, lease.thread_key, lease.holder, lease.run_id
+            )
+            return
+
         async def drop(tx: Transaction) -> None:
             await tx.connection.execute(
                 delete(run_leases).where(

@@ -122,6 +122,16 @@ class PostgresDocuments:
             return None
         return _document(row[0], row[1])
 
+    async def execute(self, statement: str, *arguments: Any) -> str:
+        """One statement in a transaction of its own (one round trip); its status, such
+        as ``"INSERT 0 1"``. Text arguments are cleaned as every engine cleans them."""
+        cleaned = [clean_text(a) if isinstance(a, str) else a for a in arguments]
+        try:
+            async with await self._acquire() as conn:
+                return await conn.execute(statement, *cleaned)
+        except Exception as exc:
+            raise database_error(exc, self._where) from None
+
     async def get_many(self, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Document]:
         try:
             async with await self._acquire() as conn:
