@@ -156,6 +156,11 @@ class SqliteWriter:
         self._queue.put(_Job(task, loop, future))
         return await future
 
+    @property
+    def queued(self) -> int:
+        """Transactions waiting for the commit thread (not the one it is writing)."""
+        return self._queue.qsize()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -176,7 +181,8 @@ class SqliteWriter:
             if job is None:
                 return
             if isinstance(job.task, _Run):
-                _settle(job, *_outcome(self._run, job.task.work))
+                if not job.future.cancelled():
+                    _settle(job, *_outcome(self._run, job.task.work))
                 continue
             group = [job]
             while len(group) < _MAX_GROUP:
@@ -194,36 +200,44 @@ class SqliteWriter:
         # A caller that stopped waiting before its commit began gets nothing written, as
         # with an executor's queue.
         group = [job for job in group if not job.future.cancelled()]
+        if len(group) == 1:  # the common case: no savepoint needed
+            _settle(group[0], *_outcome(self._commit_alone, group[0].task))
+            return
         if not group:
             return
-        conn = self._conn
-        outcomes: list[tuple[bool, Any]] = []
+        tasks = [cast(_Commit, job.task) for job in group]
         try:
-            if self._identity is not None:
-                self._identity.check()  # before BEGIN: nothing is written to a vanished file
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if len(group) == 1:  # the common case: no savepoint needed
-                    outcomes.append((True, self._apply(cast(_Commit, group[0].task))))
-                else:
-                    outcomes = [self._apply_alone(cast(_Commit, job.task)) for job in group]
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        except BaseException as exc:
-            # Nothing of the group was written: every commit fails, each with the error
-            # of its own when it had one (a conflict stays a conflict).
-            for index, job in enumerate(group):
-                own = outcomes[index] if index < len(outcomes) else None
-                _settle(job, False, own[1] if own is not None and not own[0] else exc)
+            outcomes = self._transaction(lambda: [self._apply_in_savepoint(t) for t in tasks])
+        except Exception:
+            # The group failed as a whole and nothing of it was written: write each
+            # commit alone, so that each fails only for a reason of its own.
+            for job in group:
+                _settle(job, *_outcome(self._commit_alone, job.task))
             return
-        self.transactions += 1
         for job, (ok, value) in zip(group, outcomes, strict=True):
             _settle(job, ok, value)
 
-    def _apply_alone(self, task: _Commit) -> tuple[bool, Any]:
+    def _commit_alone(self, task: _Commit) -> list[int]:
+        return self._transaction(lambda: self._apply(task))
+
+    def _transaction(self, work: Callable[[], T]) -> T:
+        """``work()`` between ``BEGIN IMMEDIATE`` and ``COMMIT``; rolled back if it raises."""
+        conn = self._conn
+        if self._identity is not None:
+            self._identity.check()  # before BEGIN: nothing is written to a vanished file
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = work()
+            conn.execute("COMMIT")
+        except BaseException:
+            # Some errors (a full disk, say) end the transaction in SQLite already.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self.transactions += 1
+        return result
+
+    def _apply_in_savepoint(self, task: _Commit) -> tuple[bool, Any]:
         """``task`` in a savepoint of the group's transaction: its failure undoes it alone.
         An error that ended the whole transaction (the disk is full, say) is raised."""
         conn = self._conn
@@ -250,18 +264,9 @@ class SqliteWriter:
 
         if self._engine is None:
             self._engine = _sync_engine(self._conn)
-        if self._identity is not None:
-            self._identity.check()  # before BEGIN: nothing is written to a vanished file
         with self._engine.connect() as connection:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = _drive(work(Transaction(_SyncConnection(connection))))  # pyright: ignore[reportArgumentType]
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-        self.transactions += 1
-        return result
+            tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
+            return self._transaction(lambda: _drive(work(tx)))
 
 
 def _outcome(function: Callable[[Any], Any], argument: Any) -> tuple[bool, Any]:
