@@ -172,6 +172,13 @@ class SqliteWriter:
             self._closed = True
             self._queue.put(None)  # after every job queued before it
             self._thread.join()
+            # A job that slipped in after the stop (a close from another thread) is
+            # refused rather than left waiting forever.
+            with suppress(Empty):
+                while True:
+                    late = self._queue.get_nowait()
+                    if late is not None:
+                        _settle(late, False, RuntimeError("the store is closed"))
         if self._engine is not None:
             self._engine.dispose(close=False)
         self._conn.close()
