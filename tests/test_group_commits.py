@@ -241,3 +241,12 @@ def test_a_killed_process_leaves_every_grouped_commit_whole_or_absent(tmp_path: 
     assert len(documents) == 8
     for key, version, n in documents:
         assert version == n == rows[key], key
+
+
+async def test_a_commit_to_a_closed_store_is_refused(tmp_path: Path) -> None:
+    store = await Store.open(f"sqlite:///{tmp_path / 'plans.db'}")
+    writer = store.writer
+    assert writer is not None
+    await store.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await writer.commit([Put("doc", "late", {}, 0)], [])
