@@ -56,6 +56,7 @@ from served_support import (
     statements,
 )
 
+from plangate.adk.run_config import run_config
 from plangate.adk.session import PlanSession
 
 WARMUP = 5
@@ -91,7 +92,7 @@ class Tally:
         steps = self.steps / self.runs
         kinds = " ".join(f"{k} {v / self.runs:.1f}" for k, v in sorted(self.sql.items()))
         return (
-            f"  {self.name:<30} cpu {self.cpu_ms:7.2f} ms {ratio}  wall p50 "
+            f"  {self.name:<36} cpu {self.cpu_ms:7.2f} ms {ratio}  wall p50 "
             f"{statistics.median(self.walls) * 1e3:7.2f} ms  steps {steps:3.1f}  "
             f"SQL/run {sql_total:5.1f} ({kinds or '-'})  SQL/step {sql_total / steps:4.1f}"
         )
@@ -138,6 +139,11 @@ async def compare(
     async def bare_once() -> None:
         await bare_run(bare)
 
+    async def bare_same_telemetry_once() -> None:
+        # plangate asks ADK for its stable GenAI conventions when nothing records them
+        # (``plangate.adk.run_config``): bare ADK with the same choice, for comparison.
+        await bare_run(bare, run_config=run_config(None))
+
     async def local_once() -> None:
         session = await PlanSession.open(local, session_id=f"t-{uuid.uuid4().hex[:16]}")
         async for _ in session.run("hello"):
@@ -147,12 +153,14 @@ async def compare(
         Tally(f"bare ADK, {sessions}"),
         Tally(f"plangate in-process, {sessions}"),
         Tally(f"plangate served, {sessions}"),
+        Tally(f"bare ADK, {sessions}, same telemetry"),
     ]
     server = start_server(shape, folder / "served", sessions, profile=profile)
     try:
         async with httpx.AsyncClient(timeout=120) as client:
             for _ in range(WARMUP):
                 await bare_once()
+                await bare_same_telemetry_once()
                 await local_once()
                 assert await served_run(client, server.url) is None
             per_round = max(1, runs // rounds)
@@ -160,6 +168,7 @@ async def compare(
                 await _local_round(tallies[0], per_round, bare_once)
                 await _local_round(tallies[1], per_round, local_once)
                 await _served_round(tallies[2], per_round, server, client)
+                await _local_round(tallies[3], per_round, bare_same_telemetry_once)
     finally:
         server.stop()
     return tallies
@@ -193,12 +202,17 @@ async def main() -> None:
                     args.profile.mkdir(parents=True, exist_ok=True)
                     profile = args.profile / f"served-{shape}-{sessions}.prof"
                 folder = Path(tmp) / f"{shape}-{sessions}"
-                bare, *rows = await compare(
+                bare, local, served, same = await compare(
                     shape, sessions, folder, args.runs, args.rounds, profile
                 )
                 print(bare.line(None))
-                for row in rows:
+                for row in (local, served):
                     print(row.line(bare))
+                print(same.line(bare))
+                print(
+                    f"    over bare ADK with the same telemetry choice: in-process "
+                    f"{local.cpu_ms / same.cpu_ms:.1f}x, served {served.cpu_ms / same.cpu_ms:.1f}x"
+                )
 
 
 if __name__ == "__main__":

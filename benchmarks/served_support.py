@@ -186,11 +186,13 @@ def bare_runner(shape: str, folder: Path, sessions: str, delay: float = 0.0) -> 
     return Runner(app_name="bare", agent=agent, session_service=service)
 
 
-async def bare_run(runner: Any, text: str = "hello") -> None:
+async def bare_run(runner: Any, text: str = "hello", run_config: Any = None) -> None:
     """One bare ADK run on a new session, as a server would do it."""
     session = await runner.session_service.create_session(app_name="bare", user_id="user")
     message = types.Content(role="user", parts=[types.Part(text=text)])
-    async for _ in runner.run_async(user_id="user", session_id=session.id, new_message=message):
+    async for _ in runner.run_async(
+        user_id="user", session_id=session.id, new_message=message, run_config=run_config
+    ):
         pass
 
 
@@ -238,7 +240,7 @@ def _with_counters(app: Any, profile: Path | None) -> Any:
 def serve_main(argv: list[str]) -> None:
     import uvicorn
 
-    from plangate.web.server import bind, create_app
+    from plangate.web.server import bind, create_app, freeze_startup_heap
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", choices=SHAPES, default="trivial")
@@ -252,6 +254,7 @@ def serve_main(argv: list[str]) -> None:
     quiet_adk_logs()
     app = create_app(runner=runner, require_token=False, token=None)
     sock = bind("127.0.0.1", 0)
+    freeze_startup_heap()  # as ``plangate serve`` does
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     server = uvicorn.Server(
         uvicorn.Config(

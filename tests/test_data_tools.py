@@ -450,7 +450,7 @@ def test_a_slow_query_times_out_and_the_next_one_runs(sample_dir: Path) -> None:
         assert "after 1 s" in result["error"] and "narrow" in result["error"]
         again = tools.run_sql_readonly("sample", "SELECT count(*) AS n FROM orders")
         assert again["rows"] == [{"n": 5000}]
-        assert _settings(cat, "sample") == (_as_duckdb_shows(DEFAULT_MEMORY_LIMIT), 2)
+        assert _settings(cat, "sample") == (_as_duckdb_shows(DEFAULT_MEMORY_LIMIT), DEFAULT_THREADS)
 
 
 def test_every_cursor_has_a_time_limit(sample_dir: Path) -> None:

@@ -8,6 +8,8 @@ processes started together never race on ``CREATE TABLE``.
 
 from __future__ import annotations
 
+import asyncio
+
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
@@ -80,21 +82,36 @@ async def _require_adk_tables(store: Store) -> None:
 async def database_health(runner: Runner) -> None:
     """Raise ``DatabaseError`` unless both the session database (ADK's engine) and the
     plan store answer; for SQLite, unless the file is still the one opened at start."""
-    service = runner.session_service
-    engine = getattr(service, "db_engine", None)
-    if engine is not None:
-        try:
-            async with engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-        except Exception as exc:
-            raise database_error(exc, f"database {redacted(str(engine.url))}") from None
+    # Both asked at once: each is a few hops to a driver thread, and a load balancer
+    # asks often.
+    answers = await asyncio.gather(
+        _sessions_answer(runner), _plans_answer(runner), return_exceptions=True
+    )
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+
+
+async def _sessions_answer(runner: Runner) -> None:
+    engine = getattr(runner.session_service, "db_engine", None)
+    if engine is None:
+        return
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        raise database_error(exc, f"database {redacted(str(engine.url))}") from None
+
+
+async def _plans_answer(runner: Runner) -> None:
     runtime = plan_runtime(runner.agent) if isinstance(runner.agent, LlmAgent) else None
-    if runtime is not None:
-        try:
-            store = await runtime.store()
-        except Exception as exc:
-            raise database_error(exc) from None
-        await store.ping()
+    if runtime is None:
+        return
+    try:
+        store = await runtime.store()
+    except Exception as exc:
+        raise database_error(exc) from None
+    await store.ping()
 
 
 def failure_text(exc: BaseException) -> tuple[str | None, str]:

@@ -62,6 +62,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
 from plangate.adk.replies import Awaiting, awaiting, record_replies, replies_in
+from plangate.adk.run_config import run_config as observed_run_config
 from plangate.adk.runner import function_reply
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope
@@ -254,7 +255,7 @@ class PlanSession:
                     session_id=self.session_id,
                     new_message=message,
                     state_delta=state_delta,
-                    run_config=run_config,
+                    run_config=observed_run_config(run_config),
                 )
             ) as events:
                 async for event in events:

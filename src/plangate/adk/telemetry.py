@@ -95,6 +95,8 @@ def gate_decided(
     and as an event, ``plangate.gate.allowed`` or ``plangate.gate.denied``: the code, the
     reason, the plan status it was made on and the sandbox profile the call's processes
     get."""
+    if not _tracer_is_live():
+        return
     span = trace.get_current_span()
     if not span.is_recording():
         return
@@ -312,11 +314,17 @@ def configure_from_env(environ: Mapping[str, str] | None = None) -> str | None:
 # -- helpers -------------------------------------------------------------------------------
 
 
+_live: list[bool] = [False]
+
+
 def _tracer_is_live() -> bool:
     """Whether a real tracer provider is installed (the API's default proxy is not one).
 
-    Cheaper than opening a no-op span: the journal hook runs on every commit."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    Cheaper than opening a no-op span: the gate and the journal hook ask on every call.
+    The API lets a provider be set only once, so a yes is kept; a no asks again."""
+    if not _live[0]:
+        _live[0] = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return _live[0]
 
 
 def _nanos(at: float) -> int:

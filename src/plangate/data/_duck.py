@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,17 @@ import duckdb
 
 DEFAULT_MEMORY_LIMIT = "1GB"
 """The most memory one DuckDB database may use (DuckDB's ``memory_limit`` syntax)."""
-DEFAULT_THREADS = 2
+
+
+def _default_threads() -> int:
+    # At most two, and never every core this process may run on: a query that takes
+    # them all leaves the server's event loop waiting for the scheduler, and every
+    # other request of every user waits with it.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(2, (cores or 1) - 1))
+
+
+DEFAULT_THREADS = _default_threads()
 """The most threads one DuckDB database may run a query on."""
 
 # External access off (no file, network or ATTACH from SQL), no extension loading, and

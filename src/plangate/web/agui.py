@@ -660,26 +660,28 @@ def is_confirmation(part: types.Part) -> bool:
 
 
 class StateMirror:
-    """The state last sent to the client; each change goes out as a JSON Patch."""
+    """The state last sent to the client; each change goes out as a JSON Patch.
+
+    The mirror owns the dicts it is given (``shared_state`` makes fresh ones) and never
+    changes a value in place: a change replaces the top-level value, so a state can share
+    every untouched value with the one before it instead of being deep-copied per event."""
 
     def __init__(self, state: dict[str, Any]) -> None:
         self.state = state
 
     def update(self, new_state: dict[str, Any]) -> StateDeltaEvent | None:
+        """Move to ``new_state``, a fresh JSON value nobody else holds."""
         patch = jsonpatch.make_patch(self.state, new_state)
-        self.state = copy.deepcopy(new_state)
+        self.state = new_state
         if not patch.patch:
             return None
         return StateDeltaEvent(delta=patch.patch, timestamp=_now_ms())
 
     def apply_delta(self, delta: dict[str, Any], keys: StateKeys) -> StateDeltaEvent | None:
-        touched = {k: v for k, v in delta.items() if k in keys.all}
+        touched = {k: _jsonable(v) for k, v in delta.items() if k in keys.all}
         if not touched:
             return None
-        new_state = copy.deepcopy(self.state)
-        for key, value in touched.items():
-            new_state[key] = _jsonable(value)
-        return self.update(new_state)
+        return self.update({**self.state, **touched})
 
 
 def _run_config() -> RunConfig:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import json
 import logging
@@ -869,4 +870,14 @@ def serve(
             super().handle_exit(sig, frame)
 
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
+    freeze_startup_heap()
     Server(config).run(sockets=[sock])
+
+
+def freeze_startup_heap() -> None:
+    """Exempt what exists at start (modules, ADK, schemas: ~240,000 objects) from the
+    garbage collector. None of it becomes garbage while the server runs, and every full
+    collection would otherwise walk all of it: a ~150 ms pause of every request, once
+    every ~150 runs."""
+    gc.collect()
+    gc.freeze()
