@@ -13,8 +13,9 @@ separate hop to the driver's thread; here the whole transaction is one function:
   recorded must survive that.
 
   The hop is the price of an event loop that never waits for the disk: measured
-  beside raw ``sqlite3`` (``benchmarks/bench_store.py``), handing the bare transaction
-  to a thread and back already costs about a third of raw's rate on a fast disk.
+  beside raw ``sqlite3`` (``benchmarks/bench_store.py``), the bare transaction handed
+  to a thread and back runs at 0.3-0.6x raw's rate on a disk that flushes in ~100 us
+  (two thread wake-ups around every flush); the slower the disk, the less it shows.
 - PostgreSQL: one transaction on asyncpg directly, statements prepared once per
   connection, the journal rows in a single ``executemany`` (``plangate.store.postgres``).
 
