@@ -226,6 +226,7 @@ def test_a_killed_process_leaves_every_grouped_commit_whole_or_absent(tmp_path: 
     )
     try:
         assert child.stdout is not None
+        commits = transactions = 0
         for _ in range(8 * 30):  # let it run a while: the kill lands mid-write
             commits, transactions = map(int, child.stdout.readline().split())
         assert transactions < commits  # commits were written in groups
