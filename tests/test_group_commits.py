@@ -251,3 +251,19 @@ async def test_a_commit_to_a_closed_store_is_refused(tmp_path: Path) -> None:
     await store.close()
     with pytest.raises(RuntimeError, match="closed"):
         await writer.commit([Put("doc", "late", {}, 0)], [])
+
+
+async def test_a_driver_failure_reaches_the_caller_as_a_coded_database_error(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "plans.db"
+    store = await Store.open(f"sqlite:///{path}")
+    try:
+        by_hand = sqlite3.connect(path, isolation_level=None)
+        by_hand.execute("DROP TABLE plangate_journal")  # someone broke the file by hand
+        by_hand.close()
+        with pytest.raises(DatabaseError) as caught:
+            await commit(store, [Put("doc", "a", {"v": 1}, 0)], [("s", _event("a"))])
+        assert caught.value.code.value == "DATABASE_TABLE_MISSING"
+    finally:
+        await store.close()

@@ -161,7 +161,10 @@ class SqliteWriter:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.put(_Job(task, loop, future))
-        return await future
+        try:
+            return await future
+        except sqlite3.Error as exc:  # one error model: callers get a code, not a driver error
+            raise database_error(exc, "the plan store") from None
 
     @property
     def queued(self) -> int:
