@@ -13,6 +13,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, DatabaseSessionService
 from google.genai import types
 
+from plangate.adk.optional_imports import remember_missing_a2a
 from plangate.adk.plugin import PlanPlugin
 from plangate.adk.setup import plan_runtime
 from plangate.store.file_guard import guard_sqlite_file
@@ -33,6 +34,7 @@ def build_app(
     when it is given, matches replies without a call id and keeps the plan mirror equal
     to the store. An App you build yourself should list it in ``plugins`` too.
     """
+    remember_missing_a2a()
     return App(
         name=name,
         root_agent=agent,
