@@ -225,6 +225,9 @@ async def test_ask_each_edit_pauses_every_write_of_a_batch_with_its_diff(web: We
     events = await web.answer(approval, decision="approve", permission="ask_each_edit")
     first, second = interrupts(events)
     assert [first["reason"], second["reason"]] == ["edit_review", "edit_review"]
+    # Asked in the model's call order, whichever of the two paused calls committed first.
+    pending = await web.session.pending()
+    assert [(p.tool_name, p.call_index) for p in pending] == [("Write", 0), ("Edit", 1)]
     assert (
         "-        if quantity > on_hand + 1:\n+        if quantity > on_hand:\n"
         in (first["metadata"]["diff"])

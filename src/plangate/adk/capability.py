@@ -31,6 +31,7 @@ from plangate.adk.runtime import Loaded, PlanRuntime
 from plangate.adk.scope import governing_scope
 from plangate.errors import ErrorCode, error_result
 from plangate.plan.amendments import request_amendment
+from plangate.plan.record import PlanRecord
 from plangate.plan.scope import Scope, Wants, needs_network
 from plangate.plan.session_state import PlanSessionState
 from plangate.plan.transitions import Transition
@@ -227,12 +228,15 @@ async def _pause(
             "this call has no id, so it cannot wait for the user",
             "call it as a tool call; the host gives every call an id",
         )
-    from plangate.adk.tools import _apply  # the same locked compare-and-set as plan tools
+    # The same locked compare-and-set as plan tools.
+    from plangate.adk.tools import _apply, _call_position
 
-    applied = await _apply(
-        runtime,
-        tool_context,
-        lambda current: request_amendment(
+    # Requests are asked in the model's call order, not in the order their commits land
+    # (the calls of one step pause concurrently).
+    invocation_id, call_at, call_index = _call_position(tool_context, call_id)
+
+    def opened(current: PlanRecord | None) -> Transition:
+        transition = request_amendment(
             current,
             kind=kind,  # type: ignore[arg-type]
             call_id=call_id,
@@ -243,9 +247,15 @@ async def _pause(
             diff=change.diff if change is not None else None,
             change=change.texts() if change is not None else None,
             reason=reason,
-        ),
-        paused=True,
-    )
+        )
+        request = transition.record.pending_for(call_id)
+        if request is not None:
+            request.invocation_id = invocation_id
+            request.call_at = call_at
+            request.call_index = call_index
+        return transition
+
+    applied = await _apply(runtime, tool_context, opened, paused=True)
     if not isinstance(applied, Transition):
         return applied
     payload = applied.result
