@@ -124,7 +124,7 @@ async def test_run_binding_fixes_the_base_at_first_bind(database_url: str) -> No
     first = await commit(store, session, transition("one"), None)
     async with store.transaction() as tx:
         repo = IntentRepository(tx.connection)
-        binding = await repo.commit_for_run(
+        binding, _ = await repo.commit_run_start(
             session,
             "run-1",
             expected_base_id=first.id,
@@ -158,7 +158,7 @@ async def test_route_commit_fails_when_the_base_changed_during_routing(database_
     )
     with pytest.raises(IntentRevisionConflict):
         async with store.transaction() as tx:
-            await IntentRepository(tx.connection).commit_for_run(
+            await IntentRepository(tx.connection).commit_run_start(
                 session,
                 "run-2",
                 expected_base_id=first.id,
@@ -220,7 +220,7 @@ async def test_a_branch_takes_the_parents_run_bindings(database_url: str) -> Non
     parent, child = key(), key()
     base = await commit(store, parent, transition("task"), None)
     async with store.transaction() as tx:
-        await IntentRepository(tx.connection).commit_for_run(
+        await IntentRepository(tx.connection).commit_run_start(
             parent,
             "run-r",
             expected_base_id=base.id,
@@ -297,7 +297,7 @@ async def test_initial_state_route_journal_and_binding_commit_atomically(databas
     record, segment = run_record(scope, "run-1", session)
 
     async def bind(tx):
-        await IntentRepository(tx.connection).commit_for_run(
+        await IntentRepository(tx.connection).commit_run_start(
             session,
             "run-1",
             expected_base_id=None,
@@ -330,7 +330,7 @@ async def test_initial_commit_rolls_back_everything_when_the_intent_cas_loses(
     record, segment = run_record(scope, "run-1", session)
 
     async def bind(tx):
-        await IntentRepository(tx.connection).commit_for_run(
+        await IntentRepository(tx.connection).commit_run_start(
             session,
             "run-1",
             expected_base_id=None,
@@ -358,7 +358,7 @@ async def test_handoff_transition_rolls_back_on_an_intent_cas_conflict(database_
     base = await commit(store, session, transition("task", protocol=GENERAL_TASK_REF), None)
 
     async def bind(tx):
-        await IntentRepository(tx.connection).commit_for_run(
+        await IntentRepository(tx.connection).commit_run_start(
             session,
             "run-1",
             expected_base_id=base.id,

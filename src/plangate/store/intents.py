@@ -344,28 +344,6 @@ class IntentRepository:
         base = (await self._conn.execute(statement)).scalar_one()
         return RunBinding(session_key, run_id, base, active_revision_id, task_relation)
 
-    async def commit_for_run(
-        self,
-        session_key: str,
-        run_id: str,
-        *,
-        expected_base_id: str | None,
-        expected_head: str | None,
-        transition: IntentTransition | None,
-        task_relation: TaskRelation,
-    ) -> RunBinding:
-        """The run-start intent write: verify the base the router saw, write the route's
-        revision (if any) and bind the run (see ``commit_run_start``)."""
-        binding, _ = await self.commit_run_start(
-            session_key,
-            run_id,
-            expected_base_id=expected_base_id,
-            expected_head=expected_head,
-            transition=transition,
-            task_relation=task_relation,
-        )
-        return binding
-
     async def commit_run_start(
         self,
         session_key: str,
