@@ -19,7 +19,6 @@ takes no write lock and, on SQLite, no thread hop:
 from __future__ import annotations
 
 import itertools
-import json
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -150,10 +149,7 @@ class FreshDocuments(Generic[T]):
         if entry is not None and entry[0] == row:
             self._entries.move_to_end(key)
             return entry[1]
-        document = None
-        if row is not None:
-            data = row[1]
-            document = Document(json.loads(data) if isinstance(data, str) else data, row[0])
+        document = Document.from_row(*row) if row is not None else None
         return self._remember(key, row, document)
 
     def _remember(self, key: str, raw: object, document: Document | None) -> T:

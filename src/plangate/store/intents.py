@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sqlalchemy import Row, bindparam, delete, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from plangate.errors import ErrorCode
@@ -37,7 +35,7 @@ from plangate.store.schema import (
     run_intent_bindings,
     session_forks,
 )
-from plangate.store.store import Conflict
+from plangate.store.store import Conflict, dialect_insert
 
 __all__ = [
     "FORK_KIND",
@@ -290,11 +288,8 @@ class IntentRepository:
         if expected is None:
             # Insert-or-nothing in one statement (no savepoint around a failing insert):
             # no row inserted means another writer gave the session a head first.
-            insert_for = (
-                postgresql_insert if self._conn.dialect.name == "postgresql" else sqlite_insert
-            )
             inserted = await self._conn.execute(
-                insert_for(intent_heads)
+                dialect_insert(intent_heads, self._conn.dialect.name)
                 .values(session_key=session_key, revision_id=new, updated_at=now)
                 .on_conflict_do_nothing(index_elements=[intent_heads.c.session_key])
             )
@@ -324,8 +319,7 @@ class IntentRepository:
 
         One statement (an upsert that returns the stored base): it runs at every run
         start, inside the start's transaction."""
-        insert_for = postgresql_insert if self._conn.dialect.name == "postgresql" else sqlite_insert
-        statement = insert_for(run_intent_bindings).values(
+        statement = dialect_insert(run_intent_bindings, self._conn.dialect.name).values(
             session_key=session_key,
             run_id=run_id,
             base_revision_id=base_revision_id,

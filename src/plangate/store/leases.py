@@ -22,12 +22,10 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from plangate.errors import ErrorCode
 from plangate.store.schema import run_leases
-from plangate.store.store import Store, Transaction
+from plangate.store.store import Store, Transaction, dialect_insert
 from plangate.store.writes import transact
 
 __all__ = [
@@ -109,9 +107,8 @@ class RunLeases:
 
         async def take(tx: Transaction) -> tuple[Lease, Lease | None]:
             conn = tx.connection
-            insert_for = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
             inserted = await conn.execute(
-                insert_for(run_leases)
+                dialect_insert(run_leases, conn.dialect.name)
                 .values(
                     thread_key=thread_key,
                     run_id=run_id,

@@ -17,7 +17,6 @@ What the general path guarantees holds here too:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -121,7 +120,7 @@ class PostgresDocuments:
             raise database_error(exc, self._where) from None
         if row is None:
             return None
-        return _document(row[0], row[1])
+        return Document.from_row(row[0], row[1])
 
     async def execute(self, statement: str, *arguments: Any) -> str:
         """One statement in a transaction of its own (one round trip); its status, such
@@ -141,7 +140,7 @@ class PostgresDocuments:
                 )
         except Exception as exc:
             raise database_error(exc, self._where) from None
-        return {(row[0], row[1]): _document(row[2], row[3]) for row in rows}
+        return {(row[0], row[1]): Document.from_row(row[2], row[3]) for row in rows}
 
     async def commit(
         self, puts: Sequence[Put], events: Sequence[tuple[str, JournalEvent]]
@@ -188,10 +187,6 @@ class PostgresDocuments:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
-
-
-def _document(version: int, data: Any) -> Document:
-    return Document(json.loads(data) if isinstance(data, str) else data, version)
 
 
 def _connection_class() -> type[Any]:

@@ -67,6 +67,12 @@ class Document:
     data: Any
     version: int
 
+    @classmethod
+    def from_row(cls, version: int, data: Any) -> Document:
+        """A document as a driver returns its row: ``data`` is JSON text from ``sqlite3``
+        and asyncpg, already decoded through SQLAlchemy's JSON type."""
+        return cls(json.loads(data) if isinstance(data, str) else data, version)
+
 
 @dataclass(frozen=True)
 class JournalEntry:
@@ -75,10 +81,9 @@ class JournalEntry:
     event: JournalEvent
 
 
-def _insert_if_absent(dialect: str) -> Any:
-    if dialect == "postgresql":
-        return postgresql_insert(documents).on_conflict_do_nothing()
-    return sqlite_insert(documents).on_conflict_do_nothing()
+def dialect_insert(table: Any, dialect: str) -> Any:
+    """An INSERT into ``table`` in the dialect's own form, which can say ``ON CONFLICT``."""
+    return postgresql_insert(table) if dialect == "postgresql" else sqlite_insert(table)
 
 
 class Transaction:
@@ -103,9 +108,9 @@ class Transaction:
             # statement instead of three, and the same answer (no row: someone was first).
             try:
                 result = await self._conn.execute(
-                    _insert_if_absent(self._conn.dialect.name).values(
-                        kind=kind, key=key, version=1, data=data, updated_at=now
-                    )
+                    dialect_insert(documents, self._conn.dialect.name)
+                    .on_conflict_do_nothing()
+                    .values(kind=kind, key=key, version=1, data=data, updated_at=now)
                 )
             except IntegrityError as exc:
                 # Not a lost race: the row is refused for another reason (a column this
@@ -283,8 +288,7 @@ class Store:
             else:
                 if row is None:
                     return None
-                data = row[1]
-                return Document(json.loads(data) if isinstance(data, str) else data, row[0])
+                return Document.from_row(*row)
         if self.postgres is not None:
             return await self.postgres.get(kind, key)
         async with self.engine.connect() as conn:
@@ -304,10 +308,7 @@ class Store:
             except ReaderBusy:
                 pass
             else:
-                return {
-                    pair: Document(json.loads(data) if isinstance(data, str) else data, version)
-                    for pair, (version, data) in rows.items()
-                }
+                return {pair: Document.from_row(*row) for pair, row in rows.items()}
         if self.postgres is not None:
             return await self.postgres.get_many(wanted)
         found: dict[tuple[str, str], Document] = {}
