@@ -7,10 +7,8 @@ through the contexts it is handed (scope, invocation id, session events).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -70,7 +68,7 @@ from plangate.store.protocol_state import (
     Versioned,
     journal_event,
 )
-from plangate.store.shared import shared_store
+from plangate.store.shared import StoreOfLoop
 from plangate.store.store import Conflict, Store, Transaction
 
 if TYPE_CHECKING:
@@ -209,7 +207,7 @@ class ProtocolRuntime:
         self._pending: dict[tuple[str, str], _Pending] = {}
         self._availability: dict[tuple[ProtocolRef, str], ToolPlan] = {}
         self._intents: FreshReads[IntentRevision | None] = FreshReads()
-        self._store: tuple[weakref.ref[asyncio.AbstractEventLoop], str, Store] | None = None
+        self._store = StoreOfLoop()
         self._run_intents: dict[tuple[str, str], tuple[int, IntentRevision | None]] = {}
         """(session key, run id) -> (run document version, the run's intent revision)."""
         self.replaced_answers: set[str] = set()
@@ -236,17 +234,8 @@ class ProtocolRuntime:
             self.database_url = engine.url.render_as_string(hide_password=False)
 
     async def store(self) -> Store:
-        # Asked several times per step: remember it per event loop and URL, as the plan
-        # runtime does (finding a shared store resolves the URL against the environment).
-        loop = asyncio.get_running_loop()
-        url = self.database_url or self._fallback_url()
-        cached = self._store
-        if cached is not None and cached[0]() is loop and cached[1] == url:
-            return cached[2]
-        store = await shared_store(url)
-        if url is not None:  # an absent URL follows the environment
-            self._store = (weakref.ref(loop), url, store)
-        return store
+        # Asked several times per step.
+        return await self._store.get(self.database_url or self._fallback_url())
 
     async def states(self) -> ProtocolStateStore:
         return ProtocolStateStore(await self.store())

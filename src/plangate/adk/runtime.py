@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,7 +25,7 @@ from plangate.plan.session_state import (
 from plangate.plan.transitions import Transition
 from plangate.policy.policy_file import PolicyFile, PolicyFileError, parse_policy
 from plangate.store.fresh import FreshDocuments
-from plangate.store.shared import shared_store
+from plangate.store.shared import StoreOfLoop
 from plangate.store.store import Document, Store, is_valid_version
 from plangate.store.writes import Put, commit
 
@@ -79,18 +77,11 @@ class PlanRuntime:
         """Set by ``build_runner`` when the options name none, so sessions and plans share
         one database."""
         self._states = FreshDocuments(STATE_KIND, self._decode)
-        self._store: tuple[weakref.ref[asyncio.AbstractEventLoop], str, Store] | None = None
+        self._store = StoreOfLoop()
 
     async def store(self) -> Store:
-        # The gate asks for the store before every tool call: remember it per event loop.
-        loop = asyncio.get_running_loop()
-        cached = self._store
-        if cached is not None and cached[0]() is loop and cached[1] == self.database_url:
-            return cached[2]
-        store = await shared_store(self.database_url)
-        if self.database_url is not None:  # an absent URL follows the environment
-            self._store = (weakref.ref(loop), self.database_url, store)
-        return store
+        # The gate asks for the store before every tool call.
+        return await self._store.get(self.database_url)
 
     @staticmethod
     def now() -> float:

@@ -14,7 +14,7 @@ from plangate.sandbox.context import hide_path
 from plangate.store.store import Store
 from plangate.store.urls import ENV_VAR, resolve_database_url
 
-__all__ = ["shared_store"]
+__all__ = ["StoreOfLoop", "shared_store"]
 
 _stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Store]] = (
     weakref.WeakKeyDictionary()
@@ -44,6 +44,27 @@ async def shared_store(url: str | None = None) -> Store:
             _hide_from_commands(url)
         stores[alias] = stores[url]
     return stores[url]
+
+
+class StoreOfLoop:
+    """The shared store of one URL, remembered for the event loop that last asked.
+
+    For hot paths (the gate, every protocol step): a repeat answer costs a loop check
+    instead of ``shared_store``'s lookup, which builds a key from the environment and
+    the working directory. An absent URL follows the environment, so it is not kept."""
+
+    def __init__(self) -> None:
+        self._kept: tuple[weakref.ref[asyncio.AbstractEventLoop], str, Store] | None = None
+
+    async def get(self, url: str | None) -> Store:
+        loop = asyncio.get_running_loop()
+        kept = self._kept
+        if kept is not None and kept[0]() is loop and kept[1] == url:
+            return kept[2]
+        store = await shared_store(url)
+        if url is not None:
+            self._kept = (weakref.ref(loop), url, store)
+        return store
 
 
 def _hide_from_commands(url: str) -> None:
