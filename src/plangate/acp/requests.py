@@ -208,9 +208,9 @@ def shown_plan(request: PendingRequest, record: PlanRecord | None) -> str:
 def plan_file_text(request: PendingRequest, record: PlanRecord | None) -> str:
     """What the plan file holds for an approval: the plan, with its scope above it as an
     editable block when it has one (``plan/scope_text.py``)."""
-    content = shown_plan(request, record)
-    scope = scope_or_none(request.payload.get("scope"))
-    return with_scope_block(content, scope) if scope is not None else content
+    return with_scope_block(
+        shown_plan(request, record), scope_or_none(request.payload.get("scope"))
+    )
 
 
 def _edits(saved: str | None) -> tuple[str | None, Scope | None]:

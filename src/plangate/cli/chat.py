@@ -65,6 +65,10 @@ from plangate.sandbox.probe import sandbox_summary
 
 __all__ = ["add_chat_parser", "resume_command", "run_chat"]
 
+# The answers to "keep editing / discard" after an edit, wherever it is asked.
+_KEEP_EDITING = frozenset({"k", "keep", "keep editing", "e", "edit"})
+_DISCARD_EDITS = frozenset({"d", "discard"})
+
 HELP = """Commands:
   /plan             select Plan Mode (applies from the next step)
   /plan <message>   select Plan Mode, then send the message
@@ -449,13 +453,9 @@ class Chat:
     async def _edit(self, request: PendingRequest, record: PlanRecord) -> types.Content | None:
         """Edit the plan in $EDITOR, show the diff, then approve / keep editing / discard.
         Never approves the moment the editor closes; None goes back to the first choice."""
-        # A scoped plan is edited with its scope below it, so the reviewer can narrow or
+        # A scoped plan is edited with its scope above it, so the reviewer can narrow or
         # widen what approval grants in the same place (see plan/scope_text.py).
-        shown = (
-            with_scope_block(record.content, record.scope)
-            if record.scope is not None
-            else record.content
-        )
+        shown = with_scope_block(record.content, record.scope)
         text = shown
         while True:
             edited = await asyncio.to_thread(edit_text, text)
@@ -503,9 +503,9 @@ class Chat:
                         scope=scope if scope_changed else None,
                         permission=permission,
                     )
-                elif lowered in ("k", "keep", "keep editing", "e", "edit"):
+                elif lowered in _KEEP_EDITING:
                     break
-                elif lowered in ("d", "discard"):
+                elif lowered in _DISCARD_EDITS:
                     self._warn("Edits discarded; the plan is as shown.")
                     return None
                 else:
@@ -517,9 +517,9 @@ class Chat:
         while True:
             choice = (await self._read("[k]eep editing / [d]iscard edits: ", decision=True)).strip()
             lowered = choice.lower()
-            if lowered in ("k", "keep", "keep editing", "e", "edit"):
+            if lowered in _KEEP_EDITING:
                 return True
-            if lowered in ("d", "discard"):
+            if lowered in _DISCARD_EDITS:
                 self._warn("Edits discarded; the plan is as shown.")
                 return False
             self._warn("Please choose k or d.")

@@ -42,8 +42,11 @@ class ScopeTextError(ValueError):
     """The scope block was edited into something that is not a scope; says why."""
 
 
-def with_scope_block(content: str, scope: Scope) -> str:
-    """``scope`` as an editable block, followed by ``content``."""
+def with_scope_block(content: str, scope: Scope | None) -> str:
+    """``scope`` as an editable block, followed by ``content``; a plan without a scope
+    is ``content`` alone (there is nothing to edit above it)."""
+    if scope is None:
+        return content
     return "\n".join(
         [
             _FENCE,
