@@ -491,18 +491,23 @@ def test_esc_and_ctrl_c_cancel_the_running_turn_and_a_second_ctrl_c_quits(
     assert "Traceback" not in transcript(tmp_path)
 
 
-def test_edit_asks_before_approving_and_a_broken_editor_returns_to_the_choice(
-    tmp_path: Path, editor: Path
-) -> None:
-    """fix_10_6: a failing or missing $EDITOR says so and asks again (no crash); edits
-    are shown as a diff, then approve / keep editing / discard; discard keeps the plan."""
-    child, session_id = start(tmp_path, env={"EDITOR": "false"})
+def _to_the_approval(child: Terminal) -> None:
+    """From the prompt to the demo plan's approval: ask, enter Plan Mode, pick option 1."""
     child.sendline("Fix the failing test")
     child.expect(r"Enter Plan Mode\?")
     child.sendline("y")
     child.expect(r"option number or text")
     child.sendline("1")
     child.expect(r"Approve this plan\?")
+
+
+def test_edit_asks_before_approving_and_a_broken_editor_returns_to_the_choice(
+    tmp_path: Path, editor: Path
+) -> None:
+    """fix_10_6: a failing or missing $EDITOR says so and asks again (no crash); edits
+    are shown as a diff, then approve / keep editing / discard; discard keeps the plan."""
+    child, session_id = start(tmp_path, env={"EDITOR": "false"})
+    _to_the_approval(child)
     child.sendline("e")
     child.expect(r"exited with status 1")
     child.expect(r"Approve this plan\?")
@@ -787,12 +792,7 @@ def test_fix_14_the_reviewer_edits_the_scope_in_the_editor(tmp_path: Path) -> No
     )
     editor.chmod(0o755)
     child, _ = start(tmp_path, env={"EDITOR": str(editor)})
-    child.sendline("Fix the failing test")
-    child.expect(r"Enter Plan Mode\?")
-    child.sendline("y")
-    child.expect(r"option number or text")
-    child.sendline("1")
-    child.expect(r"Approve this plan\?")
+    _to_the_approval(child)
     child.sendline("e")
     child.expect(r"The plan was not approved: the scope's 'write")
     child.expect(r"\[k\]eep editing / \[d\]iscard edits:")
