@@ -128,9 +128,9 @@ class SqliteWriter:
         """Transactions committed so far (a group of commits counts once)."""
         # One thread of its own, fed by a queue and answering through the caller's event
         # loop: an empty round trip costs ~17 us here, against ~70 us through an
-        # executor's chain of futures (asyncio.to_thread). Transactions on this connection run one at a time, and
-        # commits waiting for the file lock never hold up the shared worker threads
-        # (queries, file searches) that asyncio.to_thread uses.
+        # executor's chain of futures (asyncio.to_thread). Transactions on this
+        # connection run one at a time, and commits waiting for the file lock never hold
+        # up the shared worker threads (queries, file searches) that asyncio.to_thread uses.
         self._queue: SimpleQueue[_Job | None] = SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="plangate-commit", daemon=True)
         self._thread.start()
