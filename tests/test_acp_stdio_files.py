@@ -102,3 +102,15 @@ async def test_at_the_end_of_a_file_the_agents_own_questions_are_answered_with_a
     await transport.close()
     sent = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [m["id"] for m in sent] == [0, 5]
+
+
+async def test_closing_while_the_last_reply_is_written_keeps_it_whole(tmp_path: Path) -> None:
+    path = tmp_path / "replies.jsonl"
+    writer = FileWriter(os.open(path, os.O_WRONLY | os.O_CREAT))
+    writer.write(b'{"id": 1}\n')
+    writing = asyncio.ensure_future(writer.drain())
+    await asyncio.sleep(0)  # the write is handed to its thread
+    writer.write(b'{"id": 2}\n')
+    writer.close()  # the session ends before that thread is done
+    await writing
+    assert path.read_bytes() == b'{"id": 1}\n{"id": 2}\n'

@@ -239,21 +239,45 @@ class Writer(Protocol):
 
 
 class FileWriter:
-    """Protocol output to a regular file: each message is written whole, off the loop."""
+    """Protocol output to a regular file: each message is written whole, off the loop.
+
+    Closing while a message is still being written (the session ends as its last reply
+    goes out) closes the file once that write is done, with what was queued after it:
+    the file gets every reply, and the write never lands on a closed descriptor."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._pending = bytearray()
+        self._writing = 0
+        self._closing = False
 
     def write(self, data: bytes) -> None:
         self._pending += data
 
     async def drain(self) -> None:
+        if self._closing:
+            return  # written out when the file is closed
         data, self._pending = bytes(self._pending), bytearray()
-        await asyncio.to_thread(_write_all, self._fd, data)
+        self._writing += 1
+        try:
+            await asyncio.to_thread(_write_all, self._fd, data)
+        finally:
+            self._writing -= 1
+            self._close_when_idle()
 
     def close(self) -> None:
-        os.close(self._fd)
+        if not self._closing:
+            self._closing = True
+            self._close_when_idle()
+
+    def _close_when_idle(self) -> None:
+        if self._closing and not self._writing and self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            try:
+                _write_all(fd, bytes(self._pending))  # a few bytes at most, at the end
+            finally:
+                self._pending.clear()
+                os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
