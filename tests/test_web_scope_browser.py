@@ -365,7 +365,7 @@ def test_a_restart_between_the_pause_and_the_answer_loses_nothing(site: Site, pa
 
 def test_a_hostile_path_in_an_amendment_is_shown_as_text(site: Site, page: Any) -> None:
     hostile = 'notes/<img src=x onerror="window.__pwned=1">.md'
-    site.plans([call("Write", path=hostile, content="x\n")], [text("ok")])
+    site.plans([call("Write", path=hostile, content="x\n")], [text("Left the notes alone.")])
     open_thread(page, site.url, "t-hostile")
     decide(plan_and_say(page, "fix the guard"), "Approve")
     amendment = page.locator(".card.amendment")
@@ -374,7 +374,8 @@ def test_a_hostile_path_in_an_amendment_is_shown_as_text(site: Site, page: Any) 
     assert amendment.locator(".scope-items li").inner_text() == hostile
     assert page.locator(".card img").count() == 0
     decide(amendment, "Refuse")
-    page.locator(".msg.assistant", has_text="ok").wait_for()
+    # A reply no earlier message contains ("ok" also appears in plan text and tool statuses).
+    page.locator(".msg.assistant", has_text="Left the notes alone.").wait_for()
     assert page.evaluate("() => window.__pwned") is None
     assert not (site.workspace / "notes").exists()
 
