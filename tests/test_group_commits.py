@@ -192,8 +192,9 @@ from plangate.journal.events import JournalEvent
 from plangate.store.store import Store
 from plangate.store.writes import Put, commit
 
-async def main(url: str) -> None:
+async def main(url: str, where: str) -> None:
     store = await Store.open(url)
+    store.writer.on_loop = where == "loop"
     keys = [f"k{n}" for n in range(8)]
     versions = dict.fromkeys(keys, 0)
 
@@ -203,33 +204,39 @@ async def main(url: str) -> None:
             [versions[key]] = await commit(
                 store, [Put("doc", key, {"n": versions[key] + 1}, versions[key])], [(key, event)]
             )
-            print(sum(versions.values()), store.writer.transactions, flush=True)
+            writer = store.writer
+            print(sum(versions.values()), writer.transactions, writer.loop_commits, flush=True)
 
     await asyncio.gather(*(writer(key) for key in keys))
 
-asyncio.run(main(sys.argv[1]))
+asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
-def test_a_killed_process_leaves_every_grouped_commit_whole_or_absent(tmp_path: Path) -> None:
-    """Eight writers commit as fast as they can (so commits are grouped) until the
-    process is killed: afterwards each document's version equals its number of journal
-    rows, and its data the version -- no commit was half-written or lost its rows."""
+@pytest.mark.parametrize("where", ["thread", "loop"])
+def test_a_killed_process_leaves_every_commit_whole_or_absent(tmp_path: Path, where: str) -> None:
+    """Eight writers commit as fast as they can -- in the commit thread, where commits
+    are grouped, or on the event loop's connection -- until the process is killed:
+    afterwards each document's version equals its number of journal rows, and its data
+    the version: no commit was half-written or lost its rows."""
     path = tmp_path / "plans.db"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     child = subprocess.Popen(
-        [sys.executable, "-c", _WRITERS, f"sqlite:///{path}"],
+        [sys.executable, "-c", _WRITERS, f"sqlite:///{path}", where],
         stdout=subprocess.PIPE,
         env=env,
         text=True,
     )
     try:
         assert child.stdout is not None
-        commits = transactions = 0
+        commits = transactions = on_loop = 0
         for _ in range(8 * 30):  # let it run a while: the kill lands mid-write
-            commits, transactions = map(int, child.stdout.readline().split())
-        assert transactions < commits  # commits were written in groups
+            commits, transactions, on_loop = map(int, child.stdout.readline().split())
+        if where == "thread":
+            assert transactions < commits and on_loop == 0  # written in groups
+        else:
+            assert on_loop > 0
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()

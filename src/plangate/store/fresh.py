@@ -12,8 +12,9 @@ takes no write lock and, on SQLite, no thread hop:
   get reads the row (one point read; on PostgreSQL one round trip) and decodes it only
   if its version or bytes changed, so a write by any process is seen at once.
 - ``FreshReads`` keeps the results of wider reads while ``PRAGMA data_version`` -- which
-  changes whenever *any other* connection, of this process or another, commits --
-  stays the same.
+  changes whenever *any other* connection, of this process or another, commits -- and
+  the reader's own count of changed rows (the store commits on this very connection
+  too, see ``plangate.store.writes``) stay the same.
 """
 
 from __future__ import annotations
@@ -44,19 +45,23 @@ class ReaderBusy(Exception):
 
 
 def is_busy(exc: BaseException) -> bool:
-    """A read refused because the file was locked (the reader never waits)."""
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
+    """A statement refused because the file was locked (the reader never waits): told by
+    SQLite's result code, on ``sqlite3``'s error or on the driver error SQLAlchemy wraps."""
+    error = getattr(exc, "orig", None) or exc
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 class SqliteReader:
-    """A read-only, autocommit ``sqlite3`` connection for point reads of documents."""
+    """An autocommit ``sqlite3`` connection for point reads of documents, used in the
+    event loop's thread (the store's commits on that thread use it too)."""
 
     def __init__(self, path: str) -> None:
         # check_same_thread=False only so a store closed from another thread can close
-        # it; reads happen in the thread of the store's event loop.
+        # it; reads happen in the thread of the store's event loop. Not ``query_only``:
+        # the store commits on this connection too (``plangate.store.writes``), and
+        # switching that pragma back and forth would expire every prepared statement.
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA query_only=ON")
         # Never wait for a lock: the caller falls back to the async path instead.
         self._conn.execute("PRAGMA busy_timeout=0")
         self._version_cursor = self._conn.cursor()
@@ -65,11 +70,19 @@ class SqliteReader:
         """Tells this connection's ``data_version`` values apart from another's."""
         self._engine: Engine | None = None
 
-    def data_version(self) -> int:
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The connection itself, for the store's commits on the event loop's thread."""
+        return self._conn
+
+    def stamp(self) -> tuple[int, int, int]:
+        """Changes with every commit to the file: another connection's (its
+        ``data_version``) and this connection's own (its count of changed rows)."""
         try:
-            return self._version_cursor.execute("PRAGMA data_version").fetchone()[0]
+            version = self._version_cursor.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.OperationalError as exc:
             raise ReaderBusy(str(exc)) from exc
+        return self.token, version, self._conn.total_changes
 
     def row(self, kind: str, key: str) -> tuple[Any, Any] | None:
         """The stored ``(version, data)`` of a document (data as JSON text), or None."""
@@ -174,14 +187,14 @@ class FreshReads(Generic[T]):
     """
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[Any, tuple[tuple[int, int], T]] = OrderedDict()
+        self._entries: OrderedDict[Any, tuple[tuple[int, int, int], T]] = OrderedDict()
 
     async def get(self, store: Store, key: Any, read: Callable[[], Awaitable[T]]) -> T:
         reader = store.reader
         if reader is None:
             return await read()
         try:
-            stamp = (reader.token, reader.data_version())
+            stamp = reader.stamp()
         except ReaderBusy:
             return await read()
         entry = self._entries.get(key)

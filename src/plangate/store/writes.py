@@ -4,18 +4,27 @@ A plan transition writes one document by compare-and-set and journals what happe
 all in one transaction. Through the general ``Store.transaction`` each statement is a
 separate hop to the driver's thread; here the whole transaction is one function:
 
-- SQLite: one hop to the store's commit thread, where a plain ``sqlite3`` connection
-  runs ``BEGIN IMMEDIATE``, the compare-and-set updates, one ``executemany`` for the
-  journal rows and ``COMMIT``. Commits of several sessions that arrive together share
-  that transaction (group commit: one flush of the disk for all), each in a savepoint
-  of its own. Durability is SQLite's default, ``synchronous=FULL``: in WAL mode
-  ``NORMAL`` can lose the last commits on power loss, and an approval the user saw
-  recorded must survive that.
+- SQLite: a plain ``sqlite3`` connection runs ``BEGIN IMMEDIATE``, the compare-and-set
+  updates, one ``executemany`` for the journal rows and ``COMMIT``. Durability is
+  SQLite's default, ``synchronous=FULL``: in WAL mode ``NORMAL`` can lose the last
+  commits on power loss, and an approval the user saw recorded must survive that.
 
-  The hop is the price of an event loop that never waits for the disk: measured
-  beside raw ``sqlite3`` (``benchmarks/bench_store.py``), the bare transaction handed
-  to a thread and back runs at 0.3-0.6x raw's rate on a disk that flushes in ~100 us
-  (two thread wake-ups around every flush); the slower the disk, the less it shows.
+  Where it runs depends on what waiting would cost:
+
+  * On the event loop's own thread, on the connection the store reads with, when the
+    file's write lock is free (``busy_timeout=0``: a lock held elsewhere is never
+    waited for there) and the disk flushes fast. On a disk that flushes in ~100 us
+    this is raw ``sqlite3``'s rate -- a hop to a thread and back costs more than the
+    flush (``benchmarks/bench_store.py`` prints both) -- and the reads that follow
+    stay cheap: SQLite keeps a connection's page cache across its own commits but
+    drops it after any other connection's, and every gate check and step boundary
+    reads right after a session commit. A commit that took longer than
+    ``_LOOP_COMMIT_LIMIT`` sends the next ones to the thread for ``_LOOP_PAUSE``, so
+    a slow disk holds the loop once, briefly, and not again; WAL checkpoints, which
+    write the whole log back, always run on the thread.
+  * Otherwise on the store's commit thread, where commits of several sessions that
+    arrive together share one transaction (group commit: one flush of the disk for
+    all), each in a savepoint of its own.
 - PostgreSQL: one transaction on asyncpg directly, statements prepared once per
   connection, the journal rows in a single ``executemany`` (``plangate.store.postgres``).
 
@@ -40,6 +49,7 @@ from sqlalchemy.pool import StaticPool
 
 from plangate.journal.events import JournalEvent
 from plangate.store.errors import database_error
+from plangate.store.fresh import is_busy
 from plangate.store.schema import journal
 from plangate.store.storable import clean_parameters, clean_text, storable_json
 from plangate.store.store import Conflict
@@ -86,6 +96,14 @@ _INSERT_JOURNAL = (
 _MAX_GROUP = 64
 """Commits written in one transaction at most: a bound on how long the first one waits."""
 
+_LOOP_COMMIT_LIMIT = 0.002
+"""Seconds a commit on the event loop may take before commits go to the thread."""
+_LOOP_PAUSE = 1.0
+"""Seconds commits stay on the thread after one on the loop took too long."""
+_CHECKPOINT_EVERY = 100
+"""Commits on the loop between two WAL checkpoints on the commit thread (the loop's
+connection never checkpoints: that writes the whole log back to the database)."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Commit:
@@ -101,31 +119,56 @@ class _Run:
 
 
 @dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    """Write the WAL back into the database, as far as readers allow (nobody waits)."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Job:
-    task: _Commit | _Run
+    task: _Commit | _Run | _Checkpoint
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Any]
+    future: asyncio.Future[Any] | None
+    """None: nobody waits for the outcome (a checkpoint)."""
 
 
 class SqliteWriter:
-    """A ``sqlite3`` connection that commits whole transactions in a thread of its own.
+    """Whole transactions committed on the event loop's connection when that costs less
+    than waiting (see the module's docstring), else in a thread of its own.
 
-    Commits that arrive while one is being written wait in a queue and are then written
-    together, as one group: one ``BEGIN IMMEDIATE`` and one ``COMMIT`` -- one flush of the
-    disk -- for all of them. Inside the group each commit is its own savepoint, so a lost
-    compare-and-set (or a refused row) rolls back that commit alone and the others land.
-    A caller is answered only after the ``COMMIT`` that holds its commit returned.
+    In the thread, commits that arrive while one is being written wait in a queue and are
+    then written together, as one group: one ``BEGIN IMMEDIATE`` and one ``COMMIT`` --
+    one flush of the disk -- for all of them. Inside the group each commit is its own
+    savepoint, so a lost compare-and-set (or a refused row) rolls back that commit alone
+    and the others land. A caller is answered only after the ``COMMIT`` that holds its
+    commit returned.
     """
 
-    def __init__(self, path: str, identity: FileIdentity | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        identity: FileIdentity | None = None,
+        loop_connection: sqlite3.Connection | None = None,
+    ) -> None:
         self._identity = identity
         """The file opened at start; a commit to a deleted or replaced file is refused."""
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA busy_timeout=30000")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._engine: Engine | None = None
+        self._here = loop_connection
+        """The connection of the event loop's thread (the store's reader), if any."""
+        self._here_engine: Engine | None = None
+        if loop_connection is not None:
+            loop_connection.execute("PRAGMA synchronous=FULL")
+            loop_connection.execute("PRAGMA wal_autocheckpoint=0")
+        self.on_loop = loop_connection is not None
+        """Whether commits may run on the event loop's thread at all."""
+        self._on_loop_from = 0.0
+        """``time.monotonic()`` from which the loop may commit again after a slow one."""
         self.transactions = 0
         """Transactions committed so far (a group of commits counts once)."""
+        self.loop_commits = 0
+        """Of those, the ones committed on the event loop's thread."""
         # One thread of its own, fed by a queue and answering through the caller's event
         # loop: an empty round trip costs ~17 us here, against ~70 us through an
         # executor's chain of futures (asyncio.to_thread). Transactions on this
@@ -158,13 +201,49 @@ class SqliteWriter:
     async def _submit(self, task: _Commit | _Run) -> Any:
         if self._closed:
             raise RuntimeError("the store is closed")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put(_Job(task, loop, future))
         try:
+            if self.on_loop and time.monotonic() >= self._on_loop_from:
+                done, value = self._commit_here(task)
+                if done:
+                    # Awaiting a commit lets other tasks run, wherever it was written.
+                    await asyncio.sleep(0)
+                    return value
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[Any] = loop.create_future()
+            self._queue.put(_Job(task, loop, future))
             return await future
         except sqlite3.Error as exc:  # one error model: callers get a code, not a driver error
             raise database_error(exc, "the plan store") from None
+
+    def _commit_here(self, task: _Commit | _Run) -> tuple[bool, Any]:
+        """``task`` committed on the event loop's connection: ``(True, its result)``, or
+        ``(False, None)`` with nothing written if the file's lock is held elsewhere."""
+        conn = self._here
+        assert conn is not None
+        if self._identity is not None:
+            self._identity.check()
+        start = time.perf_counter()
+        try:
+            if isinstance(task, _Commit):
+                result = _committed(conn, lambda: _apply(conn, task))
+            else:
+                result = _run_committed(self._engine_here(conn), conn, task.work)
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):  # another connection writes: wait for it in the thread
+                return False, None
+            raise
+        if time.perf_counter() - start > _LOOP_COMMIT_LIMIT:
+            self._on_loop_from = time.monotonic() + _LOOP_PAUSE
+        self.transactions += 1
+        self.loop_commits += 1
+        if self.loop_commits % _CHECKPOINT_EVERY == 0:
+            self._queue.put(_Job(_Checkpoint(), asyncio.get_running_loop(), None))
+        return True, result
+
+    def _engine_here(self, conn: sqlite3.Connection) -> Engine:
+        if self._here_engine is None:
+            self._here_engine = _sync_engine(conn)
+        return self._here_engine
 
     @property
     def queued(self) -> int:
@@ -183,9 +262,10 @@ class SqliteWriter:
                     late = self._queue.get_nowait()
                     if late is not None:
                         _settle(late, False, RuntimeError("the store is closed"))
-        if self._engine is not None:
-            self._engine.dispose(close=False)
-        self._conn.close()
+        for engine in (self._engine, self._here_engine):
+            if engine is not None:
+                engine.dispose(close=False)
+        self._conn.close()  # the loop's connection is the reader's: it closes it
 
     # -- the commit thread ---------------------------------------------------------------
 
@@ -196,8 +276,12 @@ class SqliteWriter:
             job = held.pop() if held else queue.get()
             if job is None:
                 return
+            if isinstance(job.task, _Checkpoint):
+                with suppress(sqlite3.Error):  # a later one will do what this one could not
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                continue
             if isinstance(job.task, _Run):
-                if not job.future.cancelled():
+                if job.future is not None and not job.future.cancelled():
                     _settle(job, *_outcome(self._run, job.task.work))
                 continue
             group = [job]
@@ -206,7 +290,7 @@ class SqliteWriter:
                     following = queue.get_nowait()
                 except Empty:
                     break
-                if following is None or isinstance(following.task, _Run):
+                if following is None or not isinstance(following.task, _Commit):
                     held.append(following)
                     break
                 group.append(following)
@@ -215,7 +299,7 @@ class SqliteWriter:
     def _commit_group(self, group: list[_Job]) -> None:
         # A caller that stopped waiting before its commit began gets nothing written, as
         # with an executor's queue.
-        group = [job for job in group if not job.future.cancelled()]
+        group = [job for job in group if job.future is not None and not job.future.cancelled()]
         if len(group) == 1:  # the common case: no savepoint needed
             _settle(group[0], *_outcome(self._commit_alone, group[0].task))
             return
@@ -238,18 +322,9 @@ class SqliteWriter:
 
     def _transaction(self, work: Callable[[], T]) -> T:
         """``work()`` between ``BEGIN IMMEDIATE`` and ``COMMIT``; rolled back if it raises."""
-        conn = self._conn
         if self._identity is not None:
             self._identity.check()  # before BEGIN: nothing is written to a vanished file
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = work()
-            conn.execute("COMMIT")
-        except BaseException:
-            # Some errors (a full disk, say) end the transaction in SQLite already.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        result = _committed(self._conn, work)
         self.transactions += 1
         return result
 
@@ -270,19 +345,49 @@ class SqliteWriter:
         return True, versions
 
     def _apply(self, task: _Commit) -> list[int]:
-        versions = [_put(self._conn, *document) for document in task.documents]
-        if task.rows:
-            self._conn.executemany(_INSERT_JOURNAL, task.rows)
-        return versions
+        return _apply(self._conn, task)
 
     def _run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
-        from plangate.store.store import Transaction
-
         if self._engine is None:
             self._engine = _sync_engine(self._conn)
-        with self._engine.connect() as connection:
-            tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
-            return self._transaction(lambda: _drive(work(tx)))
+        if self._identity is not None:
+            self._identity.check()
+        result = _run_committed(self._engine, self._conn, work)
+        self.transactions += 1
+        return result
+
+
+def _committed(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
+    """``work()`` between ``BEGIN IMMEDIATE`` and ``COMMIT``; rolled back if it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work()
+        conn.execute("COMMIT")
+    except BaseException:
+        # Some errors (a full disk, say) end the transaction in SQLite already.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _run_committed(
+    engine: Engine, conn: sqlite3.Connection, work: Callable[[Transaction], Awaitable[T]]
+) -> T:
+    """``work`` as one transaction on ``conn``, through ``engine`` (which wraps ``conn``).
+    SQLAlchemy's connection is closed only after ``COMMIT``: closing it rolls back."""
+    from plangate.store.store import Transaction
+
+    with engine.connect() as connection:
+        tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
+        return _committed(conn, lambda: _drive(work(tx)))
+
+
+def _apply(conn: sqlite3.Connection, task: _Commit) -> list[int]:
+    versions = [_put(conn, *document) for document in task.documents]
+    if task.rows:
+        conn.executemany(_INSERT_JOURNAL, task.rows)
+    return versions
 
 
 def _outcome(function: Callable[[Any], Any], argument: Any) -> tuple[bool, Any]:
@@ -294,6 +399,8 @@ def _outcome(function: Callable[[Any], Any], argument: Any) -> tuple[bool, Any]:
 
 def _settle(job: _Job, ok: bool, value: Any) -> None:
     """Answer ``job``'s caller in its own event loop."""
+    if job.future is None:
+        return
     with suppress(RuntimeError):  # that loop is closed: nobody waits for the answer
         job.loop.call_soon_threadsafe(_resolve, job.future, ok, value)
 
