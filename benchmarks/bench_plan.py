@@ -7,6 +7,12 @@
     point read of the same row shape, interleaved in one run (best of 7 rounds);
 (b) per-turn overhead: the same agent with and without ``setup_plan``, driven through the
     real Runner by a scripted model (one tool call + one answer per turn).
+(c) with ``--long N``: the time spent inside what ``setup_plan`` installed, per turn, at
+    turns 6-15 and in the last 10 of N, with the sessions kept by plangate's session
+    service and by ADK's ``DatabaseSessionService`` on the same file. With plangate's,
+    the session commits are made on the connection the plan state is read on, so a read
+    after them is served from the cache; ADK's commit on a connection of their own,
+    after which SQLite reads the row from the file again.
 The machine is shared and noisy: compare the ratios, not the absolute times.
 """
 
@@ -244,15 +250,21 @@ class HookTimer:
 
 
 async def bench_long_session(
-    turns: int, folder: Path, state: dict | None, plan_tools: bool = False
+    turns: int, folder: Path, state: dict | None, plan_tools: bool = False, sessions: str = "adk"
 ) -> dict[str, float]:
     """The cost ``setup_plan`` adds per turn, early in a session and after ``turns``.
 
     ``plan_tools``: the first turn writes the plan with ``update_plan_content``, so from
-    then on every step matches the history's calls and replies to their ids."""
+    then on every step matches the history's calls and replies to their ids. ``sessions``:
+    who keeps the ADK sessions in the same SQLite file (``build_runner``'s choice)."""
     model = ScriptedLlm()
     agent = setup_plan(LlmAgent(name="agent", model=model, tools=[lookup]), PlanOptions())
-    runner = build_runner(agent, database_url=f"sqlite:///{folder / 'long.db'}", app_name="long")
+    runner = build_runner(
+        agent,
+        database_url=f"sqlite:///{folder / f'long-{sessions}.db'}",
+        app_name="long",
+        sessions=sessions,  # type: ignore[arg-type]
+    )
     timer = HookTimer()
     timer.install(agent, runner)
     session = await runner.session_service.create_session(
@@ -300,7 +312,10 @@ def main() -> None:
         turns = asyncio.run(bench_turns(args.turns, folder)) if args.turns else None
         long = (
             {
-                name: asyncio.run(bench_long_session(args.long, folder, state, plan_tools))
+                f"{name}, {sessions} sessions": asyncio.run(
+                    bench_long_session(args.long, folder, state, plan_tools, sessions)
+                )
+                for sessions in ("plangate", "adk")
                 for name, state, plan_tools in (
                     ("no plan", None, False),
                     ("planning", {"agent_mode": "plan"}, False),

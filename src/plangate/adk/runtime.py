@@ -90,7 +90,11 @@ class PlanRuntime:
     async def load(self, scope: PlanScope) -> Loaded:
         """The plan state as stored now. The value is shared: copy it before changing it."""
         try:
-            store = await self.store()
+            store = self._store.kept(self.database_url) or await self.store()
+            # On SQLite without an await (the gate's hot path: coroutines cost here).
+            current = self._states.get_now(store, scope.key)
+            if current is not None:
+                return current
             return await self._states.get(store, scope.key)
         except Exception as exc:  # the database is unreachable: fail closed
             log.exception("plan state unreadable for %s", scope.key)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
+from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 from opentelemetry.util.types import AttributeValue
 
 from plangate.journal.events import JournalEvent
@@ -321,10 +322,20 @@ def _tracer_is_live() -> bool:
     """Whether a real tracer provider is installed (the API's default proxy is not one).
 
     Cheaper than opening a no-op span: the gate and the journal hook ask on every call.
-    The API lets a provider be set only once, so a yes is kept; a no asks again."""
-    if not _live[0]:
-        _live[0] = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    The API lets a provider be set only once, so a yes is kept. A no asks again, but
+    ``get_tracer_provider`` looks the environment up each time (1 us, half a gate check),
+    so while the API's global is still unset and no provider is named in the
+    environment the answer is no without asking."""
+    if _live[0]:
+        return True
+    if getattr(trace, "_TRACER_PROVIDER", True) is None and not _PROVIDER_IN_ENVIRONMENT[0]:
+        return False
+    _live[0] = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     return _live[0]
+
+
+_PROVIDER_IN_ENVIRONMENT = [OTEL_PYTHON_TRACER_PROVIDER in os.environ]
+"""Whether the environment names a provider the API would load (checked at import)."""
 
 
 def _nanos(at: float) -> int:

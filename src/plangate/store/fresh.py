@@ -8,13 +8,13 @@ takes no write lock and, on SQLite, no thread hop:
   microseconds -- less than handing it to a worker thread. If the file is busy anyway
   (recovery, a checkpoint that truncates) it raises ``ReaderBusy`` at once and the
   caller reads through the async engine instead, so the event loop never waits on a lock.
-- ``FreshDocuments`` caches each decoded document beside the row it came from. Every
-  get reads the row (one point read; on PostgreSQL one round trip) and decodes it only
-  if its version or bytes changed, so a write by any process is seen at once.
-- ``FreshReads`` keeps the results of wider reads while ``PRAGMA data_version`` -- which
-  changes whenever *any other* connection, of this process or another, commits -- and
-  the reader's own count of changed rows (the store commits on this very connection
-  too, see ``plangate.store.writes``) stay the same.
+- ``FreshDocuments`` caches each decoded document beside the row it came from. On
+  SQLite a get first reads the file's wal-index header (``plangate.store.wal_index``):
+  if nobody committed since the document was read -- or only this connection, without
+  writing it -- the cached value is current; else it reads the row (on PostgreSQL every
+  get does: one round trip) and decodes it only if its version or bytes changed. A
+  write by any process is seen by the very next get.
+- ``FreshReads`` keeps the results of wider reads while that header stays the same.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.pool import StaticPool
 
 from plangate.store.store import Document
+from plangate.store.wal_index import OwnCommits, Seen, WalIndex
 
 if TYPE_CHECKING:
     from plangate.store.store import Store
@@ -69,15 +70,22 @@ class SqliteReader:
         self.token = next(_tokens)
         """Tells this connection's ``data_version`` values apart from another's."""
         self._engine: Engine | None = None
+        self.wal = WalIndex(path)
+        self.own = OwnCommits()
+        """The commits made on this connection (``SqliteWriter`` commits on it)."""
 
     @property
     def connection(self) -> sqlite3.Connection:
         """The connection itself, for the store's commits on the event loop's thread."""
         return self._conn
 
-    def stamp(self) -> tuple[int, int, int]:
-        """Changes with every commit to the file: another connection's (its
-        ``data_version``) and this connection's own (its count of changed rows)."""
+    def stamp(self) -> object:
+        """Changes with every commit to the file, by any connection: its wal-index
+        header or, without one, ``data_version`` (another connection's commits) with
+        this connection's own count of changed rows."""
+        header = self.wal.header()
+        if header is not None:
+            return header
         try:
             version = self._version_cursor.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.OperationalError as exc:
@@ -121,6 +129,7 @@ class SqliteReader:
         if self._engine is not None:
             self._engine.dispose(close=False)
         self._conn.close()
+        self.wal.close()
 
 
 _MAX_ENTRIES = 4096
@@ -136,8 +145,19 @@ class FreshDocuments(Generic[T]):
     def __init__(self, kind: str, decode: Callable[[str, Document | None], T]) -> None:
         self.kind = kind
         self._decode = decode
-        # key -> (raw row, decoded value); least recently used first.
-        self._entries: OrderedDict[str, tuple[object, T]] = OrderedDict()
+        # key -> (raw row, decoded value, when read on SQLite); least recently used first.
+        self._entries: OrderedDict[str, tuple[object, T, Seen | None]] = OrderedDict()
+
+    def get_now(self, store: Store, key: str) -> T | None:
+        """The value as ``get`` gives it when that needs no await (a SQLite file whose
+        reader is free), else None -- so for values that are never None."""
+        reader = store.reader
+        if reader is None:
+            return None
+        try:
+            return self._get_sqlite(reader, key)
+        except ReaderBusy:
+            return None
 
     async def get(self, store: Store, key: str) -> T:
         reader = store.reader
@@ -148,27 +168,34 @@ class FreshDocuments(Generic[T]):
                 pass
         document = await store.get(self.kind, key)
         raw = (document.version, document.data) if document is not None else None
-        return self._remember(key, raw, document)
+        return self._remember(key, raw, document, None)
 
     def _get_sqlite(self, reader: SqliteReader, key: str) -> T:
-        # One point read of the row itself validates the cached value: its version and
-        # bytes equal to what was decoded prove the value current (a row rewritten in
-        # place under the same version has other bytes). A ``PRAGMA data_version`` check
-        # first would spare nothing on the hot path: every gate read follows a session
-        # commit to the same file, so the stamp has always changed and the row was read
-        # anyway -- two statements, each handing the GIL away, where one does.
-        row = reader.row(self.kind, key)
+        # The header is read before the row: a commit landing in between changes it
+        # again, so the next get reads rather than trusting what this one read.
+        header = reader.wal.header()
         entry = self._entries.get(key)
+        if entry is not None:
+            seen = entry[2]
+            if seen is not None and reader.own.unchanged(self.kind, key, seen, header):
+                self._entries.move_to_end(key)
+                return entry[1]
+        seen = reader.own.seen(header)
+        # The row itself then validates the cached value: its version and bytes equal
+        # to what was decoded prove it current (a row rewritten in place under the same
+        # version has other bytes).
+        row = reader.row(self.kind, key)
         if entry is not None and entry[0] == row:
+            self._entries[key] = (row, entry[1], seen)
             self._entries.move_to_end(key)
             return entry[1]
         document = Document.from_row(*row) if row is not None else None
-        return self._remember(key, row, document)
+        return self._remember(key, row, document, seen)
 
-    def _remember(self, key: str, raw: object, document: Document | None) -> T:
+    def _remember(self, key: str, raw: object, document: Document | None, seen: Seen | None) -> T:
         entry = self._entries.get(key)
         value = entry[1] if entry is not None and entry[0] == raw else self._decode(key, document)
-        self._entries[key] = (raw, value)
+        self._entries[key] = (raw, value, seen)
         self._entries.move_to_end(key)
         if len(self._entries) > _MAX_ENTRIES:
             self._entries.popitem(last=False)
@@ -187,7 +214,7 @@ class FreshReads(Generic[T]):
     """
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[Any, tuple[tuple[int, int, int], T]] = OrderedDict()
+        self._entries: OrderedDict[Any, tuple[object, T]] = OrderedDict()
 
     async def get(self, store: Store, key: Any, read: Callable[[], Awaitable[T]]) -> T:
         reader = store.reader

@@ -56,14 +56,21 @@ class StoreOfLoop:
     def __init__(self) -> None:
         self._kept: tuple[weakref.ref[asyncio.AbstractEventLoop], str, Store] | None = None
 
-    async def get(self, url: str | None) -> Store:
-        loop = asyncio.get_running_loop()
+    def kept(self, url: str | None) -> Store | None:
+        """The store of ``url`` if this loop asked for it before (no await: the gate's
+        fast path)."""
         kept = self._kept
-        if kept is not None and kept[0]() is loop and kept[1] == url:
+        if kept is not None and kept[0]() is asyncio.get_running_loop() and kept[1] == url:
             return kept[2]
+        return None
+
+    async def get(self, url: str | None) -> Store:
+        store = self.kept(url)
+        if store is not None:
+            return store
         store = await shared_store(url)
         if url is not None:
-            self._kept = (weakref.ref(loop), url, store)
+            self._kept = (weakref.ref(asyncio.get_running_loop()), url, store)
         return store
 
 

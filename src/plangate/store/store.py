@@ -233,7 +233,7 @@ class Store:
             from plangate.store.writes import SqliteWriter
 
             store.reader = SqliteReader(path)
-            store.writer = SqliteWriter(path, identity, store.reader.connection)
+            store.writer = SqliteWriter(path, identity, store.reader)
         if migrate and engine.dialect.driver == "asyncpg":
             from plangate.store.postgres import PostgresDocuments
 

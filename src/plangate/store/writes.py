@@ -39,7 +39,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import ExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -52,11 +52,12 @@ from plangate.store.errors import database_error
 from plangate.store.fresh import is_busy
 from plangate.store.schema import journal
 from plangate.store.storable import clean_parameters, clean_text, storable_json
-from plangate.store.store import Conflict
+from plangate.store.store import Conflict, Transaction
 
 if TYPE_CHECKING:
     from plangate.store.file_guard import FileIdentity
-    from plangate.store.store import Store, Transaction
+    from plangate.store.fresh import SqliteReader
+    from plangate.store.store import Store
 
 __all__ = ["Put", "SqliteWriter", "commit", "journal_row", "transact"]
 
@@ -147,7 +148,7 @@ class SqliteWriter:
         self,
         path: str,
         identity: FileIdentity | None = None,
-        loop_connection: sqlite3.Connection | None = None,
+        loop_reader: SqliteReader | None = None,
     ) -> None:
         self._identity = identity
         """The file opened at start; a commit to a deleted or replaced file is refused."""
@@ -155,14 +156,16 @@ class SqliteWriter:
         self._conn.execute("PRAGMA busy_timeout=30000")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._engine: Engine | None = None
-        self._here = loop_connection
-        """The connection of the event loop's thread (the store's reader), if any."""
+        self._here = loop_reader
+        """The store's reader: its connection is the event loop thread's, if any."""
         self._here_engine: Engine | None = None
-        if loop_connection is not None:
-            loop_connection.execute("PRAGMA synchronous=FULL")
-            loop_connection.execute("PRAGMA wal_autocheckpoint=0")
-        self.on_loop = loop_connection is not None
+        if loop_reader is not None:
+            loop_reader.connection.execute("PRAGMA synchronous=FULL")
+            loop_reader.connection.execute("PRAGMA wal_autocheckpoint=0")
+        self.on_loop = loop_reader is not None
         """Whether commits may run on the event loop's thread at all."""
+        self.slow_commit = _LOOP_COMMIT_LIMIT
+        """Seconds after which a commit on the loop sends the next ones to the thread."""
         self._on_loop_from = 0.0
         """``time.monotonic()`` from which the loop may commit again after a slow one."""
         self.transactions = 0
@@ -218,21 +221,39 @@ class SqliteWriter:
     def _commit_here(self, task: _Commit | _Run) -> tuple[bool, Any]:
         """``task`` committed on the event loop's connection: ``(True, its result)``, or
         ``(False, None)`` with nothing written if the file's lock is held elsewhere."""
-        conn = self._here
-        assert conn is not None
+        reader = self._here
+        assert reader is not None
+        conn = reader.connection
         if self._identity is not None:
             self._identity.check()
         start = time.perf_counter()
-        try:
-            if isinstance(task, _Commit):
-                result = _committed(conn, lambda: _apply(conn, task))
-            else:
-                result = _run_committed(self._engine_here(conn), conn, task.work)
-        except sqlite3.OperationalError as exc:
-            if is_busy(exc):  # another connection writes: wait for it in the thread
-                return False, None
-            raise
-        if time.perf_counter() - start > _LOOP_COMMIT_LIMIT:
+        with ExitStack() as stack:
+            # SQLAlchemy's connection (for a ``_Run``) closes after COMMIT: closing rolls back.
+            engine = self._engine_here(conn) if isinstance(task, _Run) else None
+            connection = stack.enter_context(engine.connect()) if engine is not None else None
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if is_busy(exc):  # another connection writes: wait for it in the thread
+                    return False, None
+                raise
+            # Nobody else can commit now: this is the header the last commit left.
+            before = reader.wal.header()
+            try:
+                if isinstance(task, _Commit):
+                    result = _apply(conn, task)
+                    written = [(kind, key) for kind, key, _, _ in task.documents]
+                else:
+                    tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
+                    result = _drive(task.work(tx))
+                    written = None  # not known: every document
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            reader.own.committed(before, reader.wal.header(), written)
+        if time.perf_counter() - start > self.slow_commit:
             self._on_loop_from = time.monotonic() + _LOOP_PAUSE
         self.transactions += 1
         self.loop_commits += 1
@@ -376,8 +397,6 @@ def _run_committed(
 ) -> T:
     """``work`` as one transaction on ``conn``, through ``engine`` (which wraps ``conn``).
     SQLAlchemy's connection is closed only after ``COMMIT``: closing it rolls back."""
-    from plangate.store.store import Transaction
-
     with engine.connect() as connection:
         tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
         return _committed(conn, lambda: _drive(work(tx)))
