@@ -114,7 +114,7 @@ async def run_starts(store: Store, count: int) -> float:
         bound = []
 
         async def bind(tx, transition=transition, run_id=run_id, base=head, bound=bound) -> None:
-            binding = await IntentRepository(tx.connection).commit_for_run(
+            binding, _ = await IntentRepository(tx.connection).commit_run_start(
                 session,
                 run_id,
                 expected_base_id=base,
