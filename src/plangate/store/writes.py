@@ -168,6 +168,10 @@ class SqliteWriter:
         """Seconds after which a commit on the loop sends the next ones to the thread."""
         self._on_loop_from = 0.0
         """``time.monotonic()`` from which the loop may commit again after a slow one."""
+        self._checkpointing = False
+        """A checkpoint is queued or running: commits queue behind it in the thread, so it
+        catches up with the log and the next commit starts the log over (commits on the
+        loop meanwhile would keep it growing)."""
         self.transactions = 0
         """Transactions committed so far (a group of commits counts once)."""
         self.loop_commits = 0
@@ -205,7 +209,7 @@ class SqliteWriter:
         if self._closed:
             raise RuntimeError("the store is closed")
         try:
-            if self.on_loop and time.monotonic() >= self._on_loop_from:
+            if self.on_loop and not self._checkpointing and time.monotonic() >= self._on_loop_from:
                 done, value = self._commit_here(task)
                 if done:
                     # Awaiting a commit lets other tasks run, wherever it was written.
@@ -258,6 +262,7 @@ class SqliteWriter:
         self.transactions += 1
         self.loop_commits += 1
         if self.loop_commits % _CHECKPOINT_EVERY == 0:
+            self._checkpointing = True
             self._queue.put(_Job(_Checkpoint(), asyncio.get_running_loop(), None))
         return True, result
 
@@ -300,6 +305,7 @@ class SqliteWriter:
             if isinstance(job.task, _Checkpoint):
                 with suppress(sqlite3.Error):  # a later one will do what this one could not
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                self._checkpointing = False
                 continue
             if isinstance(job.task, _Run):
                 if job.future is not None and not job.future.cancelled():
