@@ -211,19 +211,18 @@ def test_own_commits_are_proven_own(before: bytes | None, after: bytes, trusted:
     assert not own.unchanged("doc", "other", seen, after)  # it wrote that one
 
 
-async def test_a_slow_commit_on_the_loop_sends_the_next_ones_to_the_thread(
-    tmp_path: Path,
-) -> None:
+async def test_a_disk_found_slow_sends_the_next_commits_to_the_thread(tmp_path: Path) -> None:
     store, _, _ = await _opened(tmp_path)
     writer = store.writer
     assert writer is not None
     try:
         writer.slow_commit = 0.0  # every commit is "slow"
         on_loop, in_all = writer.loop_commits, writer.transactions
-        await commit(store, [Put("event", "a", {}, 0)], [])
-        await commit(store, [Put("event", "b", {}, 0)], [])
-        assert writer.loop_commits == on_loop + 1  # the first, then the thread
-        assert writer.transactions == in_all + 2
+        for n in range(5):
+            await commit(store, [Put("event", f"e{n}", {}, 0)], [])
+        # Three slow ones (one alone is not a slow disk), then the thread.
+        assert writer.loop_commits == on_loop + 3
+        assert writer.transactions == in_all + 5
     finally:
         await store.close()
 

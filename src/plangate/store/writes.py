@@ -18,10 +18,12 @@ separate hop to the driver's thread; here the whole transaction is one function:
     flush (``benchmarks/bench_store.py`` prints both) -- and the reads that follow
     stay cheap: SQLite keeps a connection's page cache across its own commits but
     drops it after any other connection's, and every gate check and step boundary
-    reads right after a session commit. A commit that took longer than
-    ``_LOOP_COMMIT_LIMIT`` sends the next ones to the thread for ``_LOOP_PAUSE``, so
-    a slow disk holds the loop once, briefly, and not again; WAL checkpoints, which
-    write the whole log back, always run on the thread.
+    reads right after a session commit. When the ``COMMIT`` -- the flush -- of
+    ``_SLOW_OF_RECENT`` of the last ``_RECENT`` commits there took longer than
+    ``_LOOP_COMMIT_LIMIT``, the next ones go to the thread for ``_LOOP_PAUSE``: a slow
+    disk holds the loop a few times, briefly, and not again, while one slow flush (the
+    file's first, say) changes nothing. WAL checkpoints, which write the whole log
+    back, always run on the thread.
   * Otherwise on the store's commit thread, where commits of several sessions that
     arrive together share one transaction (group commit: one flush of the disk for
     all), each in a savepoint of its own.
@@ -38,6 +40,7 @@ import asyncio
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import ExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -98,9 +101,12 @@ _MAX_GROUP = 64
 """Commits written in one transaction at most: a bound on how long the first one waits."""
 
 _LOOP_COMMIT_LIMIT = 0.002
-"""Seconds a commit on the event loop may take before commits go to the thread."""
+"""Seconds a ``COMMIT`` (the disk's flush) on the event loop may take before it counts
+as slow."""
 _LOOP_PAUSE = 1.0
-"""Seconds commits stay on the thread after one on the loop took too long."""
+"""Seconds commits stay on the thread once the disk is found slow."""
+_RECENT, _SLOW_OF_RECENT = 8, 3
+"""The disk is slow when this many of the last commits on the loop took too long."""
 _CHECKPOINT_EVERY = 100
 """Commits on the loop between two WAL checkpoints on the commit thread (the loop's
 connection never checkpoints: that writes the whole log back to the database)."""
@@ -167,7 +173,9 @@ class SqliteWriter:
         self.slow_commit = _LOOP_COMMIT_LIMIT
         """Seconds after which a commit on the loop sends the next ones to the thread."""
         self._on_loop_from = 0.0
-        """``time.monotonic()`` from which the loop may commit again after a slow one."""
+        """``time.monotonic()`` from which the loop may commit again, the disk found slow."""
+        self._slow: deque[bool] = deque(maxlen=_RECENT)
+        """Whether each of the last commits on the loop took too long."""
         self._checkpointing = False
         """A checkpoint is queued or running: commits queue behind it in the thread, so it
         catches up with the log and the next commit starts the log over (commits on the
@@ -230,7 +238,6 @@ class SqliteWriter:
         conn = reader.connection
         if self._identity is not None:
             self._identity.check()
-        start = time.perf_counter()
         with ExitStack() as stack:
             # SQLAlchemy's connection (for a ``_Run``) closes after COMMIT: closing rolls back.
             engine = self._engine_here(conn) if isinstance(task, _Run) else None
@@ -251,13 +258,19 @@ class SqliteWriter:
                     tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
                     result = _drive(task.work(tx))
                     written = None  # not known: every document
+                flush = time.perf_counter()
                 conn.execute("COMMIT")
+                flush = time.perf_counter() - flush
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
             reader.own.committed(before, reader.wal.header(), written)
-        if time.perf_counter() - start > self.slow_commit:
+        slow = self._slow
+        # The disk's flush, not the work before it (CPU, the same on any thread).
+        slow.append(flush > self.slow_commit)
+        if slow.count(True) >= _SLOW_OF_RECENT:
+            slow.clear()
             self._on_loop_from = time.monotonic() + _LOOP_PAUSE
         self.transactions += 1
         self.loop_commits += 1
