@@ -4,7 +4,8 @@ arrival rates, saturation throughput, and many open runs on a model that waits.
     python benchmarks/bench_load.py [--seconds 5] [--rates 10 25 50 100] [--open 200]
 
 The server is the agent ``plangate serve`` builds (see ``served_support``), in a child
-process, on ADK's SQLite session service (the default) or ``--sessions memory``. Every
+process, on plangate's session service (``plangate serve``'s default on a new database),
+or ``--sessions sqlite`` (ADK's DatabaseSessionService) or ``memory``. Every
 run is a new thread saying "hello" (one model step, plus the protocol classifier's).
 
 1. Fixed arrival rates (open loop): a run starts every 1/rate s for ``--seconds``,
@@ -126,7 +127,7 @@ async def main() -> None:
     parser.add_argument(
         "--spread", type=float, nargs="*", default=[10.0], help="also start --open runs over S s"
     )
-    parser.add_argument("--sessions", choices=SESSIONS, default="sqlite")
+    parser.add_argument("--sessions", choices=SESSIONS, default="plangate")
     parser.add_argument("--skip", nargs="*", default=[], choices=("rates", "saturation", "open"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -345,13 +345,16 @@ def test_history_arrows_and_a_long_multiline_paste(tmp_path: Path) -> None:
 
 
 def user_messages(cwd: Path, session_id: str) -> list[str]:
-    """The user's text messages as stored in the session, read back through ADK."""
+    """The user's text messages as stored in the session, read back through the session
+    service the chat chose (the same choice, made again)."""
     import asyncio
 
-    from google.adk.sessions import DatabaseSessionService
+    from plangate.adk.runner import adk_session_service
+    from plangate.adk.session_choice import FirstUseSessionService
 
     async def read() -> list[str]:
-        service = DatabaseSessionService(f"sqlite+aiosqlite:///{cwd / '.plangate' / 'plangate.db'}")
+        url = f"sqlite+aiosqlite:///{cwd / '.plangate' / 'plangate.db'}"
+        service = FirstUseSessionService(url, lambda: adk_session_service(url))
         session = await service.get_session(
             app_name="plangate", user_id="user", session_id=session_id
         )

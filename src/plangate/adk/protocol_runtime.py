@@ -232,6 +232,8 @@ class ProtocolRuntime:
         engine = getattr(service, "db_engine", None)
         if engine is not None:
             self.database_url = engine.url.render_as_string(hide_password=False)
+        elif isinstance(url := getattr(service, "database_url", None), str):
+            self.database_url = url  # plangate's session service (or the one choosing it)
 
     async def store(self) -> Store:
         # Asked several times per step.

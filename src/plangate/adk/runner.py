@@ -20,7 +20,13 @@ from plangate.store.file_guard import guard_sqlite_file
 from plangate.store.storable import keep_text_storable, storable_json
 from plangate.store.urls import ensure_sqlite_folder, resolve_database_url
 
-__all__ = ["SESSIONS_ENV_VAR", "build_app", "build_runner", "function_reply"]
+__all__ = [
+    "SESSIONS_ENV_VAR",
+    "adk_session_service",
+    "build_app",
+    "build_runner",
+    "function_reply",
+]
 
 SESSIONS_ENV_VAR = "PLANGATE_SESSIONS"
 
@@ -43,6 +49,16 @@ def build_app(
     )
 
 
+def adk_session_service(url: str) -> DatabaseSessionService:
+    """ADK's ``DatabaseSessionService`` on ``url``, held to plangate's rules for that file."""
+    # Text PostgreSQL refuses (NUL) is cleaned the same way as in plangate's store.
+    service = DatabaseSessionService(db_url=url, json_serializer=storable_json)
+    keep_text_storable(service.db_engine)
+    # ADK's own engine writes the sessions: it too must fail if the file is replaced.
+    guard_sqlite_file(service.db_engine, url)
+    return service
+
+
 def build_runner(
     agent: BaseAgent,
     *,
@@ -53,14 +69,16 @@ def build_runner(
 ) -> Runner:
     """A Runner whose ADK sessions live in the same database as the plans and journal.
 
-    ``sessions`` picks who keeps them there: ``"adk"``, ADK's ``DatabaseSessionService``,
-    or ``"plangate"``, :class:`~plangate.adk.session_service.StoreSessionService` on plangate's
-    own store (an event appended in one commit); without it, ``PLANGATE_SESSIONS``, else
-    ``"adk"``. ``session_service`` replaces both (an in-memory one for tests and
-    benchmarks, say); plans and the journal stay durable.
+    ``sessions`` picks who keeps them there: ``"plangate"``,
+    :class:`~plangate.adk.session_service.StoreSessionService` on plangate's own store (an
+    event appended in one commit), or ``"adk"``, ADK's ``DatabaseSessionService``.
+    Without it, ``PLANGATE_SESSIONS``; without that, plangate's unless ADK's already
+    keeps sessions in that database (``plangate.adk.session_choice``), so existing
+    threads stay readable. ``session_service`` replaces all of them (an in-memory one
+    for tests and benchmarks, say); plans and the journal stay durable.
     """
-    sessions = sessions or os.environ.get(SESSIONS_ENV_VAR) or "adk"  # type: ignore[assignment]
-    if sessions not in ("adk", "plangate"):
+    sessions = sessions or os.environ.get(SESSIONS_ENV_VAR) or None  # type: ignore[assignment]
+    if sessions not in (None, "adk", "plangate"):
         raise ValueError(
             f"{SESSIONS_ENV_VAR} must be 'adk' (ADK's DatabaseSessionService) or 'plangate' "
             f"(sessions on plangate's store), got {sessions!r}"
@@ -75,13 +93,12 @@ def build_runner(
         from plangate.adk.session_service import StoreSessionService
 
         session_service = StoreSessionService(url)
+    elif session_service is None and sessions == "adk":
+        session_service = adk_session_service(url)
     elif session_service is None:
-        # Text PostgreSQL refuses (NUL) is cleaned the same way as in plangate's store.
-        adk_service = DatabaseSessionService(db_url=url, json_serializer=storable_json)
-        keep_text_storable(adk_service.db_engine)
-        # ADK's own engine writes the sessions: it too must fail if the file is replaced.
-        guard_sqlite_file(adk_service.db_engine, url)
-        session_service = adk_service
+        from plangate.adk.session_choice import FirstUseSessionService
+
+        session_service = FirstUseSessionService(url, lambda: adk_session_service(url))
     return Runner(app=build_app(agent, app_name), session_service=session_service)
 
 

@@ -1,0 +1,99 @@
+"""Who keeps the sessions when nobody said: plangate's session service on a new
+database, ADK's where ADK's already keeps threads (they stay readable), and whatever a
+caller names otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from google.adk.agents import LlmAgent
+from google.adk.sessions import DatabaseSessionService
+
+from plangate.adk import PlanOptions, setup_plan
+from plangate.adk.database import prepare_database
+from plangate.adk.runner import SESSIONS_ENV_VAR, adk_session_service, build_runner
+from plangate.adk.session import PlanSession
+from plangate.adk.session_choice import FirstUseSessionService, sessions_in
+from plangate.adk.session_service import StoreSessionService
+from plangate.models.scripted import ScriptedLlm, text
+from plangate.store.urls import resolve_database_url
+
+
+def _runner(database_url: str, model: ScriptedLlm, **options: Any) -> Any:
+    agent = setup_plan(LlmAgent(name="agent", model=model), PlanOptions())
+    return build_runner(agent, database_url=database_url, app_name="choice", **options)
+
+
+def _said(session: Any) -> list[str]:
+    """What the user said in a stored session."""
+    return [
+        part.text
+        for event in session.events
+        if event.author == "user" and event.content is not None
+        for part in event.content.parts or []
+        if part.text
+    ]
+
+
+async def _say(runner: Any, words: str, session_id: str | None = None) -> PlanSession:
+    session = await PlanSession.open(runner, session_id=session_id)
+    async for _ in session.run(words):
+        pass
+    return session
+
+
+async def test_a_new_database_gets_plangates_session_service(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SESSIONS_ENV_VAR, raising=False)
+    await prepare_database(database_url)  # as every entry point does: ADK's tables, empty
+    model = ScriptedLlm().add([text("hi")])
+    runner = _runner(database_url, model)
+    service = runner.session_service
+    assert isinstance(service, FirstUseSessionService) and service.chosen is None
+    await _say(runner, "hello", "t1")
+    assert isinstance(service.chosen, StoreSessionService)
+    assert await sessions_in(database_url) == "plangate"
+    # A later process, with ADK's tables there all along, chooses the same.
+    again = _runner(database_url, ScriptedLlm())
+    found = await again.session_service.get_session(
+        app_name="choice", user_id="user", session_id="t1"
+    )
+    assert found is not None and _said(found) == ["hello"]
+
+
+async def test_a_database_whose_threads_adk_keeps_stays_with_adk(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SESSIONS_ENV_VAR, raising=False)
+    await prepare_database(database_url)
+    earlier = _runner(database_url, ScriptedLlm().add([text("hi")]), sessions="adk")
+    await _say(earlier, "from before", "old")
+    assert await sessions_in(database_url) == "adk"
+    runner = _runner(database_url, ScriptedLlm().add([text("again")]))
+    session = await PlanSession.find(runner, session_id="old")
+    assert session is not None
+    assert isinstance(runner.session_service.chosen, DatabaseSessionService)
+    async for _ in session.run("still here"):
+        pass
+    service = DatabaseSessionService(db_url=resolve_database_url(database_url))
+    try:
+        stored = await service.get_session(app_name="choice", user_id="user", session_id="old")
+    finally:
+        await service.db_engine.dispose()
+    assert stored is not None and _said(stored) == ["from before", "still here"]
+
+
+async def test_a_named_choice_wins(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SESSIONS_ENV_VAR, "adk")
+    assert isinstance(_runner(database_url, ScriptedLlm()).session_service, DatabaseSessionService)
+    assert isinstance(
+        _runner(database_url, ScriptedLlm(), sessions="plangate").session_service,
+        StoreSessionService,
+    )
+    monkeypatch.setenv(SESSIONS_ENV_VAR, "sqlite")
+    with pytest.raises(ValueError, match=SESSIONS_ENV_VAR):
+        _runner(database_url, ScriptedLlm())
+    service = adk_session_service(resolve_database_url(database_url))
+    await service.db_engine.dispose()
