@@ -166,6 +166,17 @@ def final_text(events: list[Event]) -> str:
     raise AssertionError("no text in the run")
 
 
+def user_texts(events: list[Event]) -> list[str]:
+    """What the user said, in order: the text of the user's events."""
+    return [
+        part.text
+        for event in events
+        if event.author == "user" and event.content is not None
+        for part in event.content.parts or []
+        if part.text
+    ]
+
+
 def agreeing_reply(request: Any) -> types.Content:
     """The user who says yes: confirms Plan Mode, picks the first option, approves."""
     from plangate.adk.session import PlanSession

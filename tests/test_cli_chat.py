@@ -12,6 +12,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from harness import user_texts
 from plangate.store.leases import Lease, LeaseHeld, RunLeases
 from plangate.store.store import Store
 
@@ -359,13 +360,7 @@ def user_messages(cwd: Path, session_id: str) -> list[str]:
             app_name="plangate", user_id="user", session_id=session_id
         )
         assert session is not None
-        return [
-            part.text
-            for event in session.events
-            if event.author == "user" and event.content is not None
-            for part in event.content.parts or []
-            if part.text
-        ]
+        return user_texts(session.events)
 
     return asyncio.run(read())
 

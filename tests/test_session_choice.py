@@ -10,6 +10,7 @@ import pytest
 from google.adk.agents import LlmAgent
 from google.adk.sessions import DatabaseSessionService
 
+from harness import user_texts
 from plangate.adk import PlanOptions, setup_plan
 from plangate.adk.database import prepare_database
 from plangate.adk.runner import SESSIONS_ENV_VAR, adk_session_service, build_runner
@@ -23,17 +24,6 @@ from plangate.store.urls import resolve_database_url
 def _runner(database_url: str, model: ScriptedLlm, **options: Any) -> Any:
     agent = setup_plan(LlmAgent(name="agent", model=model), PlanOptions())
     return build_runner(agent, database_url=database_url, app_name="choice", **options)
-
-
-def _said(session: Any) -> list[str]:
-    """What the user said in a stored session."""
-    return [
-        part.text
-        for event in session.events
-        if event.author == "user" and event.content is not None
-        for part in event.content.parts or []
-        if part.text
-    ]
 
 
 async def _say(runner: Any, words: str, session_id: str | None = None) -> PlanSession:
@@ -60,7 +50,7 @@ async def test_a_new_database_gets_plangates_session_service(
     found = await again.session_service.get_session(
         app_name="choice", user_id="user", session_id="t1"
     )
-    assert found is not None and _said(found) == ["hello"]
+    assert found is not None and user_texts(found.events) == ["hello"]
 
 
 async def test_a_database_whose_threads_adk_keeps_stays_with_adk(
@@ -82,7 +72,7 @@ async def test_a_database_whose_threads_adk_keeps_stays_with_adk(
         stored = await service.get_session(app_name="choice", user_id="user", session_id="old")
     finally:
         await service.db_engine.dispose()
-    assert stored is not None and _said(stored) == ["from before", "still here"]
+    assert stored is not None and user_texts(stored.events) == ["from before", "still here"]
 
 
 async def test_a_named_choice_wins(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,8 +11,8 @@ import sqlite3
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,20 @@ def _write_elsewhere(path: Path, key: str, data: str) -> None:
     other.close()
 
 
+@asynccontextmanager
+async def _plan_read_once(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[Store, SqliteReader, Path, FreshDocuments[Any]]]:
+    """The store, its reader, the file, and a cache that has read document "plan" once."""
+    store, reader, path = await _opened(tmp_path)
+    try:
+        cache = FreshDocuments("doc", _value)
+        assert await cache.get(store, "plan") == {"n": 1}
+        yield store, reader, path, cache
+    finally:
+        await store.close()
+
+
 async def _opened(tmp_path: Path) -> tuple[Store, SqliteReader, Path]:
     path = tmp_path / "plans.db"
     store = await Store.open(f"sqlite:///{path}")
@@ -62,10 +76,7 @@ async def _opened(tmp_path: Path) -> tuple[Store, SqliteReader, Path]:
 async def test_a_document_read_once_is_served_without_a_statement_until_a_commit(
     tmp_path: Path,
 ) -> None:
-    store, reader, path = await _opened(tmp_path)
-    try:
-        cache = FreshDocuments("doc", _value)
-        assert await cache.get(store, "plan") == {"n": 1}
+    async with _plan_read_once(tmp_path) as (store, reader, path, cache):
         with _statements(reader) as seen:
             assert await cache.get(store, "plan") == {"n": 1}
         assert seen == []
@@ -73,17 +84,12 @@ async def test_a_document_read_once_is_served_without_a_statement_until_a_commit
         with _statements(reader) as seen:
             assert await cache.get(store, "plan") == {"n": 2}
         assert len(seen) == 1  # the row, read again
-    finally:
-        await store.close()
 
 
 async def test_the_stores_own_commits_of_other_documents_keep_it_and_of_it_do_not(
     tmp_path: Path,
 ) -> None:
-    store, reader, _ = await _opened(tmp_path)
-    try:
-        cache = FreshDocuments("doc", _value)
-        await cache.get(store, "plan")
+    async with _plan_read_once(tmp_path) as (store, reader, _, cache):
         for n in range(3):  # a session's events, committed on the loop's connection
             await commit(store, [Put("event", f"e{n}", {"n": n}, 0)], [])
         assert store.writer is not None and store.writer.loop_commits >= 3
@@ -92,17 +98,12 @@ async def test_the_stores_own_commits_of_other_documents_keep_it_and_of_it_do_no
         assert seen == []
         await commit(store, [Put("doc", "plan", {"n": 5}, 1)], [])
         assert await cache.get(store, "plan") == {"n": 5}
-    finally:
-        await store.close()
 
 
 async def test_a_commit_elsewhere_between_two_own_commits_is_seen(tmp_path: Path) -> None:
     """The header after the last own commit is not enough: a foreign commit before it
     breaks the chain."""
-    store, _, path = await _opened(tmp_path)
-    try:
-        cache = FreshDocuments("doc", _value)
-        await cache.get(store, "plan")
+    async with _plan_read_once(tmp_path) as (store, _, path, cache):
         await commit(store, [Put("event", "a", {}, 0)], [])
         _write_elsewhere(path, "plan", '{"n": 9}')
         await commit(store, [Put("event", "b", {}, 0)], [])
@@ -110,17 +111,12 @@ async def test_a_commit_elsewhere_between_two_own_commits_is_seen(tmp_path: Path
         # And after the last own commit.
         _write_elsewhere(path, "plan", '{"n": 10}')
         assert await cache.get(store, "plan") == {"n": 10}
-    finally:
-        await store.close()
 
 
 async def test_a_transaction_of_unknown_writes_makes_every_document_read_again(
     tmp_path: Path,
 ) -> None:
-    store, reader, _ = await _opened(tmp_path)
-    try:
-        cache = FreshDocuments("doc", _value)
-        await cache.get(store, "plan")
+    async with _plan_read_once(tmp_path) as (store, reader, _, cache):
 
         async def rewrite(tx: Any) -> None:
             await tx.put("doc", "plan", {"n": 7}, expected_version=1)
@@ -129,8 +125,6 @@ async def test_a_transaction_of_unknown_writes_makes_every_document_read_again(
         with _statements(reader) as seen:
             assert await cache.get(store, "plan") == {"n": 7}
         assert len(seen) == 1
-    finally:
-        await store.close()
 
 
 _COMMIT_ELSEWHERE = """
@@ -142,15 +136,10 @@ with sqlite3.connect(sys.argv[1], isolation_level=None) as conn:
 
 
 async def test_a_commit_by_another_process_is_seen_by_the_very_next_get(tmp_path: Path) -> None:
-    store, _, path = await _opened(tmp_path)
-    try:
-        cache = FreshDocuments("doc", _value)
-        await cache.get(store, "plan")
+    async with _plan_read_once(tmp_path) as (store, _, path, cache):
         await commit(store, [Put("event", "a", {}, 0)], [])
         subprocess.run([sys.executable, "-c", _COMMIT_ELSEWHERE, str(path)], check=True)
         assert await cache.get(store, "plan") == {"n": 3}
-    finally:
-        await store.close()
 
 
 def test_the_header_moves_with_every_commit_and_only_with_commits(tmp_path: Path) -> None:
