@@ -191,7 +191,7 @@ def _header(counter: int, tag: int = 0) -> bytes:
     ids=["own", "another-commit-after", "no-header", "another-commit-before"],
 )
 def test_own_commits_are_proven_own(before: bytes | None, after: bytes, trusted: bool) -> None:
-    own = OwnCommits()
+    own = OwnCommits(token=1)
     own.committed(_header(0), _header(1), [("doc", "other")])  # it left header 1
     seen = own.seen(_header(1))
     assert seen.chained

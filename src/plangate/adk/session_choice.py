@@ -17,7 +17,7 @@ from typing import Any, Literal
 from google.adk.events import Event
 from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect, select, text
 
 from plangate.adk.session_service import SESSION_KIND, StoreSessionService
 from plangate.store.schema import documents
@@ -31,8 +31,6 @@ Sessions = Literal["adk", "plangate"]
 async def sessions_in(database_url: str | None) -> Sessions:
     """``"adk"`` when ADK's session table holds a session and plangate's store none;
     ``"plangate"`` otherwise (a new database, or one plangate's service already uses)."""
-    from sqlalchemy import select
-
     store = await shared_store(database_url)
     async with store.engine.connect() as conn:
         mine = (

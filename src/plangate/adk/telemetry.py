@@ -328,13 +328,13 @@ def _tracer_is_live() -> bool:
     environment the answer is no without asking."""
     if _live[0]:
         return True
-    if getattr(trace, "_TRACER_PROVIDER", True) is None and not _PROVIDER_IN_ENVIRONMENT[0]:
+    if getattr(trace, "_TRACER_PROVIDER", True) is None and not _PROVIDER_IN_ENVIRONMENT:
         return False
     _live[0] = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     return _live[0]
 
 
-_PROVIDER_IN_ENVIRONMENT = [OTEL_PYTHON_TRACER_PROVIDER in os.environ]
+_PROVIDER_IN_ENVIRONMENT = OTEL_PYTHON_TRACER_PROVIDER in os.environ
 """Whether the environment names a provider the API would load (checked at import)."""
 
 

@@ -68,10 +68,10 @@ class SqliteReader:
         self._version_cursor = self._conn.cursor()
         self._row_cursor = self._conn.cursor()
         self.token = next(_tokens)
-        """Tells this connection's ``data_version`` values apart from another's."""
+        """Tells this connection's ``data_version`` values and commits apart from another's."""
         self._engine: Engine | None = None
         self.wal = WalIndex(path)
-        self.own = OwnCommits()
+        self.own = OwnCommits(self.token)
         """The commits made on this connection (``SqliteWriter`` commits on it)."""
 
     @property

@@ -21,7 +21,6 @@ counter read after ``COMMIT`` must have moved by exactly one.
 
 from __future__ import annotations
 
-import itertools
 import os
 import struct
 from collections.abc import Iterable
@@ -78,13 +77,11 @@ class Seen:
 
     header: bytes | None
     owner: int
-    """The ``OwnCommits`` whose generation this is."""
+    """The token of the ``OwnCommits`` whose generation this is."""
     generation: int
     chained: bool
     """The header was the one the last own commit left: nobody else had committed."""
 
-
-_owners = itertools.count(1)
 
 _MAX_WRITTEN = 8192
 """Documents whose last own write is remembered; beyond, older reads are not trusted."""
@@ -93,8 +90,9 @@ _MAX_WRITTEN = 8192
 class OwnCommits:
     """The commits made on one connection, and the documents each one wrote."""
 
-    def __init__(self) -> None:
-        self.token = next(_owners)
+    def __init__(self, token: int) -> None:
+        self.token = token
+        """Tells this connection's generations apart from another's."""
         self.generation = 0
         """Own commits so far."""
         self._after: bytes | None = None

@@ -41,8 +41,8 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from contextlib import ExitStack, asynccontextmanager, suppress
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Sequence
+from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -173,7 +173,7 @@ class SqliteWriter:
         self.on_loop = loop_reader is not None
         """Whether commits may run on the event loop's thread at all."""
         self.slow_commit = _LOOP_COMMIT_LIMIT
-        """Seconds after which a commit on the loop sends the next ones to the thread."""
+        """Seconds after which a flush on the loop counts as slow (``_SLOW_OF_RECENT``)."""
         self._on_loop_from = 0.0
         """``time.monotonic()`` from which the loop may commit again, the disk found slow."""
         self._slow: deque[bool] = deque(maxlen=_RECENT)
@@ -245,32 +245,24 @@ class SqliteWriter:
             engine = self._engine_here(conn) if isinstance(task, _Run) else None
             connection = stack.enter_context(engine.connect()) if engine is not None else None
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                flush = stack.enter_context(_begun(conn))
             except sqlite3.OperationalError as exc:
                 if is_busy(exc):  # another connection writes: wait for it in the thread
                     return False, None
                 raise
             # Nobody else can commit now: this is the header the last commit left.
             before = reader.wal.header()
-            try:
-                if isinstance(task, _Commit):
-                    result = _apply(conn, task)
-                    written = [(kind, key) for kind, key, _, _ in task.documents]
-                else:
-                    tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
-                    result = _drive(task.work(tx))
-                    written = None  # not known: every document
-                flush = time.perf_counter()
-                conn.execute("COMMIT")
-                flush = time.perf_counter() - flush
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            reader.own.committed(before, reader.wal.header(), written)
+            if isinstance(task, _Commit):
+                result = _apply(conn, task)
+                written = [(kind, key) for kind, key, _, _ in task.documents]
+            else:
+                tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
+                result = _drive(task.work(tx))
+                written = None  # not known: every document
+        reader.own.committed(before, reader.wal.header(), written)
         slow = self._slow
         # The disk's flush, not the work before it (CPU, the same on any thread).
-        slow.append(flush > self.slow_commit)
+        slow.append(flush.seconds > self.slow_commit)
         if slow.count(True) >= _SLOW_OF_RECENT:
             slow.clear()
             self._on_loop_from = time.monotonic() + _LOOP_PAUSE
@@ -399,18 +391,34 @@ class SqliteWriter:
         return result
 
 
-def _committed(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
-    """``work()`` between ``BEGIN IMMEDIATE`` and ``COMMIT``; rolled back if it raises."""
+@dataclass(slots=True)
+class _Flush:
+    seconds: float = 0.0
+    """How long ``COMMIT`` took: the disk's flush."""
+
+
+@contextmanager
+def _begun(conn: sqlite3.Connection) -> Generator[_Flush]:
+    """A ``BEGIN IMMEDIATE`` transaction on ``conn``, committed when the block ends and
+    rolled back if it raises; the flush it yields is timed at ``COMMIT``."""
     conn.execute("BEGIN IMMEDIATE")
+    flush = _Flush()
     try:
-        result = work()
+        yield flush
+        start = time.perf_counter()
         conn.execute("COMMIT")
+        flush.seconds = time.perf_counter() - start
     except BaseException:
         # Some errors (a full disk, say) end the transaction in SQLite already.
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    return result
+
+
+def _committed(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
+    """``work()`` between ``BEGIN IMMEDIATE`` and ``COMMIT``; rolled back if it raises."""
+    with _begun(conn):
+        return work()
 
 
 def _run_committed(
@@ -418,9 +426,9 @@ def _run_committed(
 ) -> T:
     """``work`` as one transaction on ``conn``, through ``engine`` (which wraps ``conn``).
     SQLAlchemy's connection is closed only after ``COMMIT``: closing it rolls back."""
-    with engine.connect() as connection:
+    with engine.connect() as connection, _begun(conn):
         tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
-        return _committed(conn, lambda: _drive(work(tx)))
+        return _drive(work(tx))
 
 
 def _apply(conn: sqlite3.Connection, task: _Commit) -> list[int]:
