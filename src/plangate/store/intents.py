@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Row, bindparam, delete, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from plangate.errors import ErrorCode
@@ -35,7 +35,8 @@ from plangate.store.schema import (
     run_intent_bindings,
     session_forks,
 )
-from plangate.store.store import Conflict, dialect_insert
+from plangate.store.sql import Sql, changed, fetch_all, fetch_one
+from plangate.store.store import Conflict
 
 __all__ = [
     "FORK_KIND",
@@ -119,31 +120,69 @@ class SessionFork:
     source_run_id: str | None
 
 
-def _revision(row: Row[Any]) -> IntentRevision:
-    m = row._mapping  # pyright: ignore[reportPrivateUsage] -- SQLAlchemy's public Row API
+_REVISION_COLUMNS = (
+    "id, intent_id, session_key, previous_revision_id, protocol_id, protocol_version, "
+    "text, change_kind, source_run_id, created_at"
+)
+
+
+def _revision(row: tuple[Any, ...]) -> IntentRevision:
+    """A revision from a row of ``_REVISION_COLUMNS``."""
+    (id_, intent_id, session_key, previous, protocol_id, protocol_version) = row[:6]
+    text, change_kind, source_run_id, created_at = row[6:]
     return IntentRevision(
-        id=m["id"],
-        intent_id=m["intent_id"],
-        session_key=m["session_key"],
-        previous_revision_id=m["previous_revision_id"],
-        protocol=ProtocolRef(id=m["protocol_id"], version=m["protocol_version"]),
-        text=m["text"],
-        change_kind=m["change_kind"],
-        source_run_id=m["source_run_id"],
-        created_at=m["created_at"],
+        id=id_,
+        intent_id=intent_id,
+        session_key=session_key,
+        previous_revision_id=previous,
+        protocol=ProtocolRef(id=protocol_id, version=protocol_version),
+        text=text,
+        change_kind=change_kind,
+        source_run_id=source_run_id,
+        created_at=created_at,
     )
 
 
-# The reads every step makes, built once: building a statement costs more than running
-# a point read on SQLite.
-_REVISION = select(intent_revisions).where(intent_revisions.c.id == bindparam("id"))
-_HEAD = select(intent_heads.c.revision_id).where(
-    intent_heads.c.session_key == bindparam("session_key")
+# The statements every run start makes, as plain SQL (``plangate.store.sql``): on a
+# SQLite file they run on ``sqlite3`` directly.
+_REVISION = Sql(f"SELECT {_REVISION_COLUMNS} FROM plangate_intent_revisions WHERE id = :id")
+_REVISIONS = Sql(
+    f"SELECT {_REVISION_COLUMNS} FROM plangate_intent_revisions "
+    "WHERE session_key = :session_key ORDER BY created_at"
 )
-_FORK = select(session_forks).where(session_forks.c.session_key == bindparam("session_key"))
-_BINDING = select(run_intent_bindings).where(
-    run_intent_bindings.c.session_key == bindparam("session_key"),
-    run_intent_bindings.c.run_id == bindparam("run_id"),
+_HEAD = Sql("SELECT revision_id FROM plangate_intent_heads WHERE session_key = :session_key")
+_FORK = Sql(
+    "SELECT session_key, parent_session_key, fork_revision_id, fork_kind, source_run_id "
+    "FROM plangate_session_forks WHERE session_key = :session_key"
+)
+_BINDING = Sql(
+    "SELECT session_key, run_id, base_revision_id, active_revision_id, task_relation "
+    "FROM plangate_run_intent_bindings WHERE session_key = :session_key AND run_id = :run_id"
+)
+_INSERT_REVISION = Sql(
+    f"INSERT INTO plangate_intent_revisions ({_REVISION_COLUMNS}) VALUES (:id, :intent_id, "
+    ":session_key, :previous_revision_id, :protocol_id, :protocol_version, :text, "
+    ":change_kind, :source_run_id, :created_at)"
+)
+# Insert-or-nothing in one statement (no savepoint around a failing insert): no row
+# inserted means another writer gave the session a head first.
+_FIRST_HEAD = Sql(
+    "INSERT INTO plangate_intent_heads (session_key, revision_id, updated_at) "
+    "VALUES (:session_key, :revision_id, :updated_at) ON CONFLICT (session_key) DO NOTHING"
+)
+_MOVE_HEAD = Sql(
+    "UPDATE plangate_intent_heads SET revision_id = :revision_id, updated_at = :updated_at "
+    "WHERE session_key = :session_key AND revision_id = :expected"
+)
+# Create or update a binding in one statement, returning the base the first bind fixed.
+_BIND = Sql(
+    "INSERT INTO plangate_run_intent_bindings (session_key, run_id, base_revision_id, "
+    "active_revision_id, task_relation, updated_at) VALUES (:session_key, :run_id, "
+    ":base_revision_id, :active_revision_id, :task_relation, :updated_at) "
+    "ON CONFLICT (session_key, run_id) DO UPDATE SET "
+    "active_revision_id = excluded.active_revision_id, "
+    "task_relation = excluded.task_relation, updated_at = excluded.updated_at "
+    "RETURNING base_revision_id"
 )
 
 
@@ -158,24 +197,17 @@ class IntentRepository:
     async def revision(self, revision_id: str | None) -> IntentRevision | None:
         if revision_id is None:
             return None
-        row = (await self._conn.execute(_REVISION, {"id": revision_id})).first()
+        row = await fetch_one(self._conn, _REVISION, {"id": revision_id})
         return _revision(row) if row else None
 
     async def head(self, session_key: str) -> str | None:
         """The session's *own* head revision id (no lineage)."""
-        return (await self._conn.execute(_HEAD, {"session_key": session_key})).scalar()
+        row = await fetch_one(self._conn, _HEAD, {"session_key": session_key})
+        return row[0] if row is not None else None
 
     async def fork(self, session_key: str) -> SessionFork | None:
-        row = (await self._conn.execute(_FORK, {"session_key": session_key})).first()
-        if row is None:
-            return None
-        return SessionFork(
-            session_key=row.session_key,
-            parent_session_key=row.parent_session_key,
-            fork_revision_id=row.fork_revision_id,
-            fork_kind=row.fork_kind,
-            source_run_id=row.source_run_id,
-        )
+        row = await fetch_one(self._conn, _FORK, {"session_key": session_key})
+        return SessionFork(*row) if row is not None else None
 
     async def resolve_revision_id(
         self, session_key: str, *, max_depth: int = MAX_LINEAGE_DEPTH
@@ -216,28 +248,12 @@ class IntentRepository:
         return await self.revision(resolved), own
 
     async def revisions(self, session_key: str) -> list[IntentRevision]:
-        rows = (
-            await self._conn.execute(
-                select(intent_revisions)
-                .where(intent_revisions.c.session_key == session_key)
-                .order_by(intent_revisions.c.created_at)
-            )
-        ).all()
+        rows = await fetch_all(self._conn, _REVISIONS, {"session_key": session_key})
         return [_revision(row) for row in rows]
 
     async def binding(self, session_key: str, run_id: str) -> RunBinding | None:
-        row = (
-            await self._conn.execute(_BINDING, {"session_key": session_key, "run_id": run_id})
-        ).first()
-        if row is None:
-            return None
-        return RunBinding(
-            session_key=row.session_key,
-            run_id=row.run_id,
-            base_revision_id=row.base_revision_id,
-            active_revision_id=row.active_revision_id,
-            task_relation=row.task_relation,
-        )
+        row = await fetch_one(self._conn, _BINDING, {"session_key": session_key, "run_id": run_id})
+        return RunBinding(*row) if row is not None else None
 
     async def resolve_for_run(self, session_key: str, run_id: str) -> IntentRevision | None:
         """The run's own task: its binding's active revision, whatever the head says now."""
@@ -266,44 +282,32 @@ class IntentRepository:
             source_run_id=source_run_id,
             created_at=time.time(),
         )
-        await self._conn.execute(
-            insert(intent_revisions).values(
-                id=revision.id,
-                intent_id=revision.intent_id,
-                session_key=session_key,
-                previous_revision_id=revision.previous_revision_id,
-                protocol_id=revision.protocol.id,
-                protocol_version=revision.protocol.version,
-                text=revision.text,
-                change_kind=revision.change_kind,
-                source_run_id=source_run_id,
-                created_at=revision.created_at,
-            )
+        await changed(
+            self._conn,
+            _INSERT_REVISION,
+            {
+                "id": revision.id,
+                "intent_id": revision.intent_id,
+                "session_key": session_key,
+                "previous_revision_id": revision.previous_revision_id,
+                "protocol_id": revision.protocol.id,
+                "protocol_version": revision.protocol.version,
+                "text": revision.text,
+                "change_kind": revision.change_kind,
+                "source_run_id": source_run_id,
+                "created_at": revision.created_at,
+            },
         )
         await self._move_head(session_key, expected_head, revision.id)
         return revision
 
     async def _move_head(self, session_key: str, expected: str | None, new: str) -> None:
-        now = time.time()
+        values = {"session_key": session_key, "revision_id": new, "updated_at": time.time()}
         if expected is None:
-            # Insert-or-nothing in one statement (no savepoint around a failing insert):
-            # no row inserted means another writer gave the session a head first.
-            inserted = await self._conn.execute(
-                dialect_insert(intent_heads, self._conn.dialect.name)
-                .values(session_key=session_key, revision_id=new, updated_at=now)
-                .on_conflict_do_nothing(index_elements=[intent_heads.c.session_key])
-            )
-            if inserted.rowcount != 1:
-                raise IntentRevisionConflict(session_key, None, await self.head(session_key))
-            return
-        result = await self._conn.execute(
-            update(intent_heads)
-            .where(
-                intent_heads.c.session_key == session_key, intent_heads.c.revision_id == expected
-            )
-            .values(revision_id=new, updated_at=now)
-        )
-        if result.rowcount != 1:
+            moved = await changed(self._conn, _FIRST_HEAD, values)
+        else:
+            moved = await changed(self._conn, _MOVE_HEAD, {**values, "expected": expected})
+        if moved != 1:
             raise IntentRevisionConflict(session_key, expected, await self.head(session_key))
 
     async def bind_run(
@@ -319,23 +323,19 @@ class IntentRepository:
 
         One statement (an upsert that returns the stored base): it runs at every run
         start, inside the start's transaction."""
-        statement = dialect_insert(run_intent_bindings, self._conn.dialect.name).values(
-            session_key=session_key,
-            run_id=run_id,
-            base_revision_id=base_revision_id,
-            active_revision_id=active_revision_id,
-            task_relation=task_relation,
-            updated_at=time.time(),
-        )
-        statement = statement.on_conflict_do_update(
-            index_elements=[run_intent_bindings.c.session_key, run_intent_bindings.c.run_id],
-            set_={
-                "active_revision_id": statement.excluded.active_revision_id,
-                "task_relation": statement.excluded.task_relation,
-                "updated_at": statement.excluded.updated_at,
+        # Every row fetched (not one): a statement that writes is over only then.
+        ((base,),) = await fetch_all(
+            self._conn,
+            _BIND,
+            {
+                "session_key": session_key,
+                "run_id": run_id,
+                "base_revision_id": base_revision_id,
+                "active_revision_id": active_revision_id,
+                "task_relation": task_relation,
+                "updated_at": time.time(),
             },
-        ).returning(run_intent_bindings.c.base_revision_id)
-        base = (await self._conn.execute(statement)).scalar_one()
+        )
         return RunBinding(session_key, run_id, base, active_revision_id, task_relation)
 
     async def commit_run_start(

@@ -20,12 +20,14 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import delete, select, update
 
 from plangate.errors import ErrorCode
 from plangate.store.schema import run_leases
-from plangate.store.store import Store, Transaction, dialect_insert
+from plangate.store.sql import Sql, changed, fetch_one
+from plangate.store.store import Store, Transaction
 from plangate.store.writes import transact
 
 __all__ = [
@@ -41,12 +43,30 @@ DEFAULT_LEASE_SECONDS = 15.0
 LEASE_ENV = "PLANGATE_RUN_LEASE_SECONDS"
 
 
-# PostgreSQL's one-statement paths (asyncpg, see ``plangate.store.postgres``).
-_TAKE_FREE = (
+# The statements of a run's lease, as plain SQL (``plangate.store.sql``).
+_TAKE_FREE = Sql(
     "INSERT INTO plangate_run_leases (thread_key, run_id, holder, acquired_at, expires_at) "
-    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_key) DO NOTHING"
+    "VALUES (:thread_key, :run_id, :holder, :acquired_at, :expires_at) "
+    "ON CONFLICT (thread_key) DO NOTHING"
 )
-_RELEASE = "DELETE FROM plangate_run_leases WHERE thread_key = $1 AND holder = $2 AND run_id = $3"
+_HELD = Sql(
+    "SELECT thread_key, run_id, holder, expires_at FROM plangate_run_leases "
+    "WHERE thread_key = :thread_key"
+)
+_TAKE_OVER = Sql(
+    "UPDATE plangate_run_leases SET run_id = :run_id, holder = :holder, "
+    "acquired_at = :acquired_at, expires_at = :expires_at "
+    "WHERE thread_key = :thread_key AND holder = :seen_holder AND expires_at = :seen_expires_at"
+)
+_RELEASE = Sql(
+    "DELETE FROM plangate_run_leases "
+    "WHERE thread_key = :thread_key AND holder = :holder AND run_id = :run_id"
+)
+# PostgreSQL's one-statement paths (asyncpg, see ``plangate.store.postgres``).
+_TAKE_FREE_ASYNCPG = _TAKE_FREE.numbered(
+    ("thread_key", "run_id", "holder", "acquired_at", "expires_at")
+)
+_RELEASE_ASYNCPG = _RELEASE.numbered(("thread_key", "holder", "run_id"))
 
 
 def lease_seconds() -> float:
@@ -100,51 +120,32 @@ class RunLeases:
             # One round trip for a free thread; a held or expired lease takes the path
             # below, which decides between the two in one transaction.
             status = await postgres.execute(
-                _TAKE_FREE, thread_key, run_id, self.holder, now, lease.expires_at
+                _TAKE_FREE_ASYNCPG, thread_key, run_id, self.holder, now, lease.expires_at
             )
             if status == "INSERT 0 1":
                 return lease, None
+        values: dict[str, Any] = {
+            "thread_key": thread_key,
+            "run_id": run_id,
+            "holder": self.holder,
+            "acquired_at": now,
+            "expires_at": lease.expires_at,
+        }
 
         async def take(tx: Transaction) -> tuple[Lease, Lease | None]:
             conn = tx.connection
-            inserted = await conn.execute(
-                dialect_insert(run_leases, conn.dialect.name)
-                .values(
-                    thread_key=thread_key,
-                    run_id=run_id,
-                    holder=self.holder,
-                    acquired_at=now,
-                    expires_at=lease.expires_at,
-                )
-                .on_conflict_do_nothing(index_elements=[run_leases.c.thread_key])
-            )
-            if inserted.rowcount == 1:
+            if await changed(conn, _TAKE_FREE, values) == 1:
                 return lease, None
-            row = (
-                await conn.execute(select(run_leases).where(run_leases.c.thread_key == thread_key))
-            ).first()
+            row = await fetch_one(conn, _HELD, {"thread_key": thread_key})
             if row is None:
                 # Released between the two statements (PostgreSQL reads each statement's
                 # own snapshot): it was held a moment ago, so the run is refused as before.
                 raise LeaseHeld(Lease(thread_key, "?", "?", now + self.ttl))
-            old = Lease(row.thread_key, row.run_id, row.holder, row.expires_at)
-            if row.expires_at > now:
+            old = Lease(*row)
+            if old.expires_at > now:
                 raise LeaseHeld(old)
-            taken = await conn.execute(
-                update(run_leases)
-                .where(
-                    run_leases.c.thread_key == thread_key,
-                    run_leases.c.holder == row.holder,
-                    run_leases.c.expires_at == row.expires_at,
-                )
-                .values(
-                    run_id=run_id,
-                    holder=self.holder,
-                    acquired_at=now,
-                    expires_at=lease.expires_at,
-                )
-            )
-            if taken.rowcount != 1:
+            seen = {"seen_holder": old.holder, "seen_expires_at": old.expires_at}
+            if await changed(conn, _TAKE_OVER, {**values, **seen}) != 1:
                 raise LeaseHeld(old)
             return lease, old
 
@@ -171,18 +172,13 @@ class RunLeases:
     async def release(self, lease: Lease) -> None:
         if self.store.postgres is not None:
             await self.store.postgres.execute(
-                _RELEASE, lease.thread_key, lease.holder, lease.run_id
+                _RELEASE_ASYNCPG, lease.thread_key, lease.holder, lease.run_id
             )
             return
+        held = {"thread_key": lease.thread_key, "holder": lease.holder, "run_id": lease.run_id}
 
         async def drop(tx: Transaction) -> None:
-            await tx.connection.execute(
-                delete(run_leases).where(
-                    run_leases.c.thread_key == lease.thread_key,
-                    run_leases.c.holder == lease.holder,
-                    run_leases.c.run_id == lease.run_id,
-                )
-            )
+            await changed(tx.connection, _RELEASE, held)
 
         await transact(self.store, drop)
 

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import event, insert, inspect, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection, Dialect, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -176,14 +177,27 @@ class Transaction:
 
 
 class _SyncReads:
-    """A synchronous connection behind the ``AsyncConnection`` calls reads use."""
+    """The reader's ``sqlite3`` connection behind the ``AsyncConnection`` calls reads use:
+    plain SQL (``plangate.store.sql``) runs on ``raw``; a SQLAlchemy statement on a
+    synchronous SQLAlchemy connection over it, opened at its first use."""
 
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self.dialect = conn.dialect
+    def __init__(self, reader: SqliteReader, opened: ExitStack) -> None:
+        self.raw = reader.connection
+        self._reader = reader
+        self._opened = opened
+        self._conn: Connection | None = None
+
+    def _sqlalchemy(self) -> Connection:
+        if self._conn is None:
+            self._conn = self._opened.enter_context(self._reader.engine().connect())
+        return self._conn
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._sqlalchemy().dialect
 
     async def execute(self, statement: Any, parameters: Any = None) -> Any:
-        return self._conn.execute(statement, parameters)
+        return self._sqlalchemy().execute(statement, parameters)
 
 
 class Store:
@@ -333,9 +347,9 @@ class Store:
             from plangate.store.fresh import is_busy
 
             try:
-                with self.reader.engine().connect() as conn:
-                    return await work(_SyncReads(conn))
-            except OperationalError as exc:
+                with ExitStack() as opened:
+                    return await work(_SyncReads(self.reader, opened))
+            except (OperationalError, sqlite3.OperationalError) as exc:
                 if not is_busy(exc):
                     raise
         async with self.engine.connect() as conn:

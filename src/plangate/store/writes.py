@@ -41,13 +41,13 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
 from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, create_engine, event, insert
+from sqlalchemy import Connection, Dialect, Engine, create_engine, event, insert
 from sqlalchemy.pool import StaticPool
 
 from plangate.journal.events import JournalEvent
@@ -55,14 +55,14 @@ from plangate.store.errors import database_error
 from plangate.store.fresh import is_busy
 from plangate.store.schema import journal
 from plangate.store.storable import clean_parameters, clean_text, storable_json
-from plangate.store.store import Conflict, Transaction
+from plangate.store.store import Conflict, Document, Transaction
 
 if TYPE_CHECKING:
     from plangate.store.file_guard import FileIdentity
     from plangate.store.fresh import SqliteReader
     from plangate.store.store import Store
 
-__all__ = ["Put", "SqliteWriter", "commit", "journal_row", "transact"]
+__all__ = ["Put", "SqliteTransaction", "SqliteWriter", "commit", "journal_row", "transact"]
 
 T = TypeVar("T")
 
@@ -240,10 +240,9 @@ class SqliteWriter:
         conn = reader.connection
         if self._identity is not None:
             self._identity.check()
-        with ExitStack() as stack:
-            # SQLAlchemy's connection (for a ``_Run``) closes after COMMIT: closing rolls back.
-            engine = self._engine_here(conn) if isinstance(task, _Run) else None
-            connection = stack.enter_context(engine.connect()) if engine is not None else None
+        # ``after_commit`` closes SQLAlchemy's connection, if the work opened one, after
+        # COMMIT: closing it rolls back.
+        with ExitStack() as after_commit, ExitStack() as stack:
             try:
                 flush = stack.enter_context(_begun(conn))
             except sqlite3.OperationalError as exc:
@@ -256,8 +255,8 @@ class SqliteWriter:
                 result = _apply(conn, task)
                 written = [(kind, key) for kind, key, _, _ in task.documents]
             else:
-                tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
-                result = _drive(task.work(tx))
+                connection = _SyncConnection(conn, lambda: self._engine_here(conn), after_commit)
+                result = _drive(task.work(SqliteTransaction(connection)))
                 written = None  # not known: every document
         reader.own.committed(before, reader.wal.header(), written)
         slow = self._slow
@@ -382,13 +381,16 @@ class SqliteWriter:
         return _apply(self._conn, task)
 
     def _run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
-        if self._engine is None:
-            self._engine = _sync_engine(self._conn)
         if self._identity is not None:
             self._identity.check()
-        result = _run_committed(self._engine, self._conn, work)
+        result = _run_committed(self._thread_engine, self._conn, work)
         self.transactions += 1
         return result
+
+    def _thread_engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = _sync_engine(self._conn)
+        return self._engine
 
 
 @dataclass(slots=True)
@@ -422,13 +424,15 @@ def _committed(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
 
 
 def _run_committed(
-    engine: Engine, conn: sqlite3.Connection, work: Callable[[Transaction], Awaitable[T]]
+    engine: Callable[[], Engine],
+    conn: sqlite3.Connection,
+    work: Callable[[Transaction], Awaitable[T]],
 ) -> T:
-    """``work`` as one transaction on ``conn``, through ``engine`` (which wraps ``conn``).
-    SQLAlchemy's connection is closed only after ``COMMIT``: closing it rolls back."""
-    with engine.connect() as connection, _begun(conn):
-        tx = Transaction(_SyncConnection(connection))  # pyright: ignore[reportArgumentType]
-        return _drive(work(tx))
+    """``work`` as one transaction on ``conn`` (``engine()``: SQLAlchemy on ``conn``, for
+    statements that are not plain SQL). SQLAlchemy's connection, if the work opened one,
+    is closed only after ``COMMIT``: closing it rolls back."""
+    with ExitStack() as after_commit, _begun(conn):
+        return _drive(work(SqliteTransaction(_SyncConnection(conn, engine, after_commit))))
 
 
 def _apply(conn: sqlite3.Connection, task: _Commit) -> list[int]:
@@ -477,20 +481,70 @@ def _sync_engine(conn: sqlite3.Connection) -> Engine:
 
 
 class _SyncConnection:
-    """A synchronous SQLAlchemy connection behind the ``AsyncConnection`` calls that
-    ``Transaction`` and the repositories make; its awaits never suspend."""
+    """The transaction's ``sqlite3`` connection behind the ``AsyncConnection`` calls that
+    ``Transaction`` and the repositories make; its awaits never suspend.
 
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
-        self.dialect = connection.dialect
+    Plain SQL (``plangate.store.sql``) runs on ``raw``. A SQLAlchemy statement opens a
+    synchronous SQLAlchemy connection on the same ``sqlite3`` connection, at its first
+    use, and ``after_commit`` closes it once the transaction is over."""
+
+    def __init__(
+        self, raw: sqlite3.Connection, engine: Callable[[], Engine], after_commit: ExitStack
+    ) -> None:
+        self.raw = raw
+        self._engine = engine
+        self._after_commit = after_commit
+        self._connection: Connection | None = None
+
+    def _sqlalchemy(self) -> Connection:
+        if self._connection is None:
+            self._connection = self._after_commit.enter_context(self._engine().connect())
+        return self._connection
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._sqlalchemy().dialect
 
     async def execute(self, statement: Any, parameters: Any = None) -> Any:
-        return self._connection.execute(statement, parameters)
+        return self._sqlalchemy().execute(statement, parameters)
 
     @asynccontextmanager
     async def begin_nested(self) -> AsyncGenerator[None]:
-        with self._connection.begin_nested():
+        with self._sqlalchemy().begin_nested():
             yield
+
+
+class SqliteTransaction(Transaction):
+    """A transaction on plangate's own ``sqlite3`` connection: documents and journal rows
+    are written with plain statements (as commits are), everything else through
+    ``connection``."""
+
+    def __init__(self, connection: _SyncConnection) -> None:
+        super().__init__(connection)  # pyright: ignore[reportArgumentType]
+        self._raw = connection.raw
+
+    async def get(self, kind: str, key: str) -> Document | None:
+        row = self._raw.execute(
+            "SELECT version, data FROM plangate_documents WHERE kind = ? AND key = ?",
+            (clean_text(kind), clean_text(key)),
+        ).fetchone()
+        return Document.from_row(*row) if row is not None else None
+
+    async def put(self, kind: str, key: str, data: Any, *, expected_version: int) -> int:
+        return _put(
+            self._raw, clean_text(kind), clean_text(key), storable_json(data), expected_version
+        )
+
+    async def append(self, scope: str, entry: JournalEvent) -> int:
+        cursor = self._raw.execute(_INSERT_JOURNAL, journal_row(scope, entry))
+        if cursor.lastrowid is None:
+            raise RuntimeError("the journal insert returned no row id")
+        return cursor.lastrowid
+
+    async def append_all(self, scope: str, entries: Iterable[JournalEvent]) -> None:
+        rows = [journal_row(scope, entry) for entry in entries]
+        if rows:
+            self._raw.executemany(_INSERT_JOURNAL, rows)
 
 
 def _drive(awaitable: Awaitable[T]) -> T:
