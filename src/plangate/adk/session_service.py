@@ -31,10 +31,11 @@ from google.adk.events import Event
 from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.state import State
-from sqlalchemy import bindparam, delete, select
+from sqlalchemy import delete, select
 
 from plangate.store.schema import documents
 from plangate.store.shared import shared_store
+from plangate.store.sql import Sql, fetch_all
 from plangate.store.store import Conflict, Document, Store
 from plangate.store.writes import Put, commit
 
@@ -51,14 +52,9 @@ _STALE = (
 )
 
 # Events of one session: keys from "<session key>#" up to (not including) "<session key>$".
-_EVENTS = (
-    select(documents.c.data)
-    .where(
-        documents.c.kind == EVENT_KIND,
-        documents.c.key > bindparam("low"),
-        documents.c.key < bindparam("high"),
-    )
-    .order_by(documents.c.key)
+_EVENTS = Sql(
+    "SELECT data FROM plangate_documents WHERE kind = :kind AND key > :low AND key < :high "
+    "ORDER BY key"
 )
 
 
@@ -188,13 +184,16 @@ class StoreSessionService(BaseSessionService):
 
     @staticmethod
     async def _events(store: Store, session_key: str) -> list[Event]:
-        async def read(conn: Any) -> list[Any]:
-            rows = await conn.execute(
-                _EVENTS, {"low": session_key + "#", "high": session_key + "$"}
-            )
-            return [row.data for row in rows.all()]
+        bounds = {"kind": EVENT_KIND, "low": session_key + "#", "high": session_key + "$"}
 
-        return [Event.model_validate(data) for data in await store.read(read)]
+        async def read(conn: Any) -> list[tuple[Any, ...]]:
+            return await fetch_all(conn, _EVENTS, bounds)
+
+        # JSON text (sqlite3, asyncpg) is parsed by pydantic directly.
+        return [
+            Event.model_validate_json(data) if isinstance(data, str) else Event.model_validate(data)
+            for (data,) in await store.read(read)
+        ]
 
     # -- writes ---------------------------------------------------------------------
 

@@ -240,6 +240,8 @@ class SqliteWriter:
         conn = reader.connection
         if self._identity is not None:
             self._identity.check()
+        # Made before BEGIN: SQLAlchemy's first connection to it rolls back.
+        engine = self._engine_here(conn) if isinstance(task, _Run) else None
         # ``after_commit`` closes SQLAlchemy's connection, if the work opened one, after
         # COMMIT: closing it rolls back.
         with ExitStack() as after_commit, ExitStack() as stack:
@@ -255,7 +257,8 @@ class SqliteWriter:
                 result = _apply(conn, task)
                 written = [(kind, key) for kind, key, _, _ in task.documents]
             else:
-                connection = _SyncConnection(conn, lambda: self._engine_here(conn), after_commit)
+                assert engine is not None
+                connection = _SyncConnection(conn, engine, after_commit)
                 result = _drive(task.work(SqliteTransaction(connection)))
                 written = None  # not known: every document
         reader.own.committed(before, reader.wal.header(), written)
@@ -383,14 +386,11 @@ class SqliteWriter:
     def _run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
         if self._identity is not None:
             self._identity.check()
-        result = _run_committed(self._thread_engine, self._conn, work)
-        self.transactions += 1
-        return result
-
-    def _thread_engine(self) -> Engine:
         if self._engine is None:
             self._engine = _sync_engine(self._conn)
-        return self._engine
+        result = _run_committed(self._engine, self._conn, work)
+        self.transactions += 1
+        return result
 
 
 @dataclass(slots=True)
@@ -424,11 +424,9 @@ def _committed(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
 
 
 def _run_committed(
-    engine: Callable[[], Engine],
-    conn: sqlite3.Connection,
-    work: Callable[[Transaction], Awaitable[T]],
+    engine: Engine, conn: sqlite3.Connection, work: Callable[[Transaction], Awaitable[T]]
 ) -> T:
-    """``work`` as one transaction on ``conn`` (``engine()``: SQLAlchemy on ``conn``, for
+    """``work`` as one transaction on ``conn`` (``engine``: SQLAlchemy on ``conn``, for
     statements that are not plain SQL). SQLAlchemy's connection, if the work opened one,
     is closed only after ``COMMIT``: closing it rolls back."""
     with ExitStack() as after_commit, _begun(conn):
@@ -477,6 +475,11 @@ def _sync_engine(conn: sqlite3.Connection) -> Engine:
         return statement, clean_parameters(parameters)
 
     event.listen(engine, "before_cursor_execute", clean, retval=True)
+    # Connect once now, outside any transaction: SQLAlchemy's first connection rolls back
+    # (after reading the server version), and a transaction's statements open a
+    # connection only at their first SQLAlchemy statement, after BEGIN.
+    with engine.connect():
+        pass
     return engine
 
 
@@ -488,9 +491,7 @@ class _SyncConnection:
     synchronous SQLAlchemy connection on the same ``sqlite3`` connection, at its first
     use, and ``after_commit`` closes it once the transaction is over."""
 
-    def __init__(
-        self, raw: sqlite3.Connection, engine: Callable[[], Engine], after_commit: ExitStack
-    ) -> None:
+    def __init__(self, raw: sqlite3.Connection, engine: Engine, after_commit: ExitStack) -> None:
         self.raw = raw
         self._engine = engine
         self._after_commit = after_commit
@@ -498,7 +499,7 @@ class _SyncConnection:
 
     def _sqlalchemy(self) -> Connection:
         if self._connection is None:
-            self._connection = self._after_commit.enter_context(self._engine().connect())
+            self._connection = self._after_commit.enter_context(self._engine.connect())
         return self._connection
 
     @property
