@@ -620,6 +620,24 @@ def test_streamed_text_becomes_one_message_and_calls_hang_off_it() -> None:
     assert json.loads(dumped[5]["delta"]) == {"path": "a"}
 
 
+def test_an_sse_frame_is_what_ag_ui_encoder_writes() -> None:
+    """The server serialises each event once, for its response and its followers: the
+    frame must stay AG-UI's own (its encoder is the reference), text and escapes alike."""
+    from ag_ui.core import RunErrorEvent, StateDeltaEvent, TextMessageContentEvent
+    from ag_ui.encoder import EventEncoder
+
+    from plangate.web.agui import sse_frame
+
+    encoder = EventEncoder(accept="text/event-stream")
+    for event in (
+        TextMessageContentEvent(message_id="m", delta='h\u00e9 \x00 "q" \n\u2028 😀'),
+        StateDeltaEvent(delta=[{"op": "add", "path": "/a~1b", "value": {"x": [1, None]}}]),
+        RunErrorEvent(message="boom", code="AGENT_ERROR"),
+    ):
+        assert sse_frame(event.model_dump_json(by_alias=True)) == encoder.encode(event)
+    assert encoder.get_content_type() == "text/event-stream"
+
+
 # -- protocol governance: the reference agent with the data tools -------------------------
 
 PROTOCOL = "protocol:orchestrator"

@@ -109,6 +109,9 @@ _LOOP_PAUSE = 1.0
 """Seconds commits stay on the thread once the disk is found slow."""
 _RECENT, _SLOW_OF_RECENT = 8, 3
 """The disk is slow when this many of the last commits on the loop took too long."""
+_YIELD_AFTER = 0.001
+"""Seconds after which a commit on the loop lets other tasks run before it returns (one
+written in the thread always does: its caller waits for the answer)."""
 _CHECKPOINT_EVERY = 100
 """Commits on the loop between two WAL checkpoints on the commit thread (the loop's
 connection never checkpoints: that writes the whole log back to the database)."""
@@ -178,6 +181,8 @@ class SqliteWriter:
         """``time.monotonic()`` from which the loop may commit again, the disk found slow."""
         self._slow: deque[bool] = deque(maxlen=_RECENT)
         """Whether each of the last commits on the loop took too long."""
+        self._yielded_at = 0.0
+        """``time.monotonic()`` when a commit on the loop last let other tasks run."""
         self._checkpointing = False
         """A checkpoint is queued or running: commits queue behind it in the thread, so it
         catches up with the log and the next commit starts the log over (commits on the
@@ -222,8 +227,13 @@ class SqliteWriter:
             if self.on_loop and not self._checkpointing and time.monotonic() >= self._on_loop_from:
                 done, value = self._commit_here(task)
                 if done:
-                    # Awaiting a commit lets other tasks run, wherever it was written.
-                    await asyncio.sleep(0)
+                    now = time.monotonic()
+                    if now - self._yielded_at >= _YIELD_AFTER:
+                        # Commits back to back in one task let the others run now and
+                        # then. Not after each one: a pass through the loop costs a
+                        # ``epoll_wait``, as much as the commit's own Python here.
+                        self._yielded_at = now
+                        await asyncio.sleep(0)
                     return value
             loop = asyncio.get_running_loop()
             future: asyncio.Future[Any] = loop.create_future()

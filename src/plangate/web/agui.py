@@ -645,6 +645,12 @@ class EventTranslator:
         return [TextMessageEndEvent(message_id=message_id)]
 
 
+def sse_frame(event_json: str) -> str:
+    """An event's SSE frame from its JSON (``model_dump_json(by_alias=True)``), as AG-UI's
+    ``EventEncoder`` writes it: the JSON is made once for the response and the followers."""
+    return f"data: {event_json}\n\n"
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 

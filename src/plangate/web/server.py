@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from ag_ui.core import PROTOCOL_VERSION, BaseEvent, RunAgentInput
-from ag_ui.encoder import EventEncoder
 from google.adk.agents import LlmAgent
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.runners import Runner
@@ -71,6 +70,7 @@ from plangate.web.agui import (
     lease_lost_event,
     prepare_run,
     run_events,
+    sse_frame,
     stopped_event,
 )
 from plangate.web.threads import journal_json, thread_journal, thread_json, thread_list
@@ -351,7 +351,6 @@ async def agent(request: Request) -> Response:
         await _end_run(web, thread_id, lease)
         raise
 
-    encoder = EventEncoder(accept=request.headers.get("accept") or "")
     queue: asyncio.Queue[str | None] = asyncio.Queue()
 
     async def produce() -> None:
@@ -366,9 +365,11 @@ async def agent(request: Request) -> Response:
             current.cancel()
 
         def emit(event: BaseEvent) -> None:
-            # To this response, and to whoever follows the thread from any server.
-            queue.put_nowait(encoder.encode(event))
-            web.publish(thread_id, event.model_dump_json(by_alias=True))
+            # To this response, and to whoever follows the thread from any server: one
+            # serialisation for both.
+            event_json = event.model_dump_json(by_alias=True)
+            queue.put_nowait(sse_frame(event_json))
+            web.publish(thread_id, event_json)
 
         try:
             await web.threads.keep(lease, stop_lost_run)
@@ -405,7 +406,7 @@ async def agent(request: Request) -> Response:
 
     return StreamingResponse(
         stream(),
-        media_type=encoder.get_content_type(),
+        media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
