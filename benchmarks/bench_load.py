@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import httpx
-from served_support import SESSIONS, percentile, served_run, start_server
+from served_support import LOOPS, SESSIONS, percentile, run_on, served_run, start_server
 
 LIMITS = httpx.Limits(max_connections=2000, max_keepalive_connections=2000)
 
@@ -117,7 +117,7 @@ async def open_runs(url: str, count: int, timeout: float, spread: float = 0.0) -
     )
 
 
-async def main() -> None:
+def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rates", type=float, nargs="+", default=[10, 25, 50, 100])
@@ -129,11 +129,18 @@ async def main() -> None:
     )
     parser.add_argument("--sessions", choices=SESSIONS, default="plangate")
     parser.add_argument("--skip", nargs="*", default=[], choices=("rates", "saturation", "open"))
+    parser.add_argument(
+        "--loop", choices=LOOPS, default="auto", help="the server's event loop (auto: as serve)"
+    )
     args = parser.parse_args()
+    run_on(args.loop, measure(args))
+
+
+async def measure(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"one server process, ADK sessions: {args.sessions}, new thread per run")
         if "rates" not in args.skip or "saturation" not in args.skip:
-            server = start_server("trivial", Path(tmp) / "instant", args.sessions)
+            server = start_server("trivial", Path(tmp) / "instant", args.sessions, loop=args.loop)
             try:
                 await fixed_rate(server.url, 5, 1, args.timeout)  # warm-up
                 if "rates" not in args.skip:
@@ -149,7 +156,9 @@ async def main() -> None:
             finally:
                 server.stop()
         if "open" not in args.skip:
-            server = start_server("trivial", Path(tmp) / "waiting", args.sessions, delay=1.0)
+            server = start_server(
+                "trivial", Path(tmp) / "waiting", args.sessions, delay=1.0, loop=args.loop
+            )
             try:
                 await fixed_rate(server.url, 5, 1, args.timeout)  # warm-up
                 result = await open_runs(server.url, args.open, args.timeout)
@@ -162,4 +171,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -1,6 +1,7 @@
 """What a served run costs beside the same run on bare ADK, measured in one sitting.
 
     python benchmarks/bench_served.py [--runs 60] [--shapes trivial tool] [--profile DIR]
+                                      [--loop auto|asyncio]
 
 Each row runs ``--runs`` runs one after another, each on a new thread/session, after a
 warm-up, and reports per run: CPU time of the process doing the work, wall time, SQL
@@ -25,12 +26,16 @@ Statements are counted with a ``sqlite3`` trace callback on every connection, la
 (plangate's one-hop commits) and ``async`` (SQLAlchemy over aiosqlite: ADK's sessions and
 plangate's async store; each statement is a hop to a worker thread). The machine is
 shared and noisy: compare the ratios, not the absolute figures.
+
+``--loop``: the event loop of the server and of this process, so that bare ADK runs on
+the same one. ``auto`` (the default) is what ``plangate serve`` runs on: uvloop and
+httptools, which plangate installs on Linux and macOS; ``asyncio`` is the standard
+library's loop with h11.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import tempfile
 import time
@@ -42,6 +47,7 @@ from pathlib import Path
 
 import httpx
 from served_support import (
+    LOOPS,
     SESSIONS,
     SHAPES,
     Server,
@@ -51,6 +57,7 @@ from served_support import (
     model_calls,
     plangate_runner,
     quiet_adk_logs,
+    run_on,
     served_run,
     start_server,
     statements,
@@ -130,7 +137,13 @@ async def _served_round(tally: Tally, runs: int, server: Server, client: httpx.A
 
 
 async def compare(
-    shape: str, sessions: str, folder: Path, runs: int, rounds: int, profile: Path | None
+    shape: str,
+    sessions: str,
+    folder: Path,
+    runs: int,
+    rounds: int,
+    profile: Path | None,
+    loop: str,
 ) -> list[Tally]:
     """Bare ADK, plangate in this process and plangate served, in interleaved rounds."""
     bare = bare_runner(shape, folder / "bare", sessions)
@@ -155,7 +168,7 @@ async def compare(
         Tally(f"plangate served, {sessions}"),
         Tally(f"bare ADK, {sessions}, same telemetry"),
     ]
-    server = start_server(shape, folder / "served", sessions, profile=profile)
+    server = start_server(shape, folder / "served", sessions, profile=profile, loop=loop)
     try:
         async with httpx.AsyncClient(timeout=120) as client:
             for _ in range(WARMUP):
@@ -174,7 +187,7 @@ async def compare(
     return tallies
 
 
-async def main() -> None:
+def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=5)
@@ -186,7 +199,17 @@ async def main() -> None:
         default=None,
         help="write a cProfile of each served row's server into this folder",
     )
+    parser.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default="auto",
+        help="event loop of the server and of the in-process rows (auto: as plangate serve)",
+    )
     args = parser.parse_args()
+    run_on(args.loop, measure(args))
+
+
+async def measure(args: argparse.Namespace) -> None:
     count_sqlite_statements()
     quiet_adk_logs()
     print(
@@ -203,7 +226,7 @@ async def main() -> None:
                     profile = args.profile / f"served-{shape}-{sessions}.prof"
                 folder = Path(tmp) / f"{shape}-{sessions}"
                 bare, local, served, same = await compare(
-                    shape, sessions, folder, args.runs, args.rounds, profile
+                    shape, sessions, folder, args.runs, args.rounds, profile, args.loop
                 )
                 print(bare.line(None))
                 for row in (local, served):
@@ -216,4 +239,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

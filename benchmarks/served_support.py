@@ -21,7 +21,7 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,25 @@ SESSIONS = ("memory", "sqlite", "plangate")
 StoreSessionService on SQLite."""
 
 SHAPES = ("trivial", "tool")
+LOOPS = ("auto", "asyncio")
+"""The event loop (and HTTP parser) of the server and of this process: ``auto`` is what
+``plangate serve`` runs on (uvloop and httptools when installed), ``asyncio`` the
+standard library's loop and h11."""
+
+
+def run_on(loop: str, main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on the event loop ``loop`` names (see ``LOOPS``)."""
+    if loop == "auto":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            uvloop.run(main)
+            return
+    asyncio.run(main)
+
+
 """``trivial``: one model step answering text. ``tool``: a step that calls ``Read`` (which
 passes the plan gate on plangate) and a step answering text."""
 
@@ -248,6 +267,7 @@ def serve_main(argv: list[str]) -> None:
     parser.add_argument("--folder", type=Path, required=True)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--loop", choices=LOOPS, default="auto")
     args = parser.parse_args(argv)
     count_sqlite_statements()
     runner = plangate_runner(args.shape, args.folder, args.sessions, args.delay)
@@ -258,7 +278,13 @@ def serve_main(argv: list[str]) -> None:
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     server = uvicorn.Server(
         uvicorn.Config(
-            _with_counters(app, args.profile), log_level="warning", lifespan="on", backlog=2048
+            _with_counters(app, args.profile),
+            log_level="warning",
+            lifespan="on",
+            backlog=2048,
+            # "auto", as ``plangate serve``: uvloop and httptools when installed.
+            loop=args.loop,
+            http="h11" if args.loop == "asyncio" else "auto",
         )
     )
     server.run(sockets=[sock])
@@ -287,6 +313,7 @@ def start_server(
     sessions: str = "sqlite",
     delay: float = 0.0,
     profile: Path | None = None,
+    loop: str = "auto",
 ) -> Server:
     folder.mkdir(parents=True, exist_ok=True)
     command = [
@@ -303,6 +330,7 @@ def start_server(
     ]
     if profile is not None:
         command += ["--profile", str(profile)]
+    command += ["--loop", loop]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}
     )

@@ -23,10 +23,16 @@ separate hop to the driver's thread; here the whole transaction is one function:
     ``_LOOP_COMMIT_LIMIT`` (0.5 ms), the next ones go to the thread for
     ``_LOOP_PAUSE``: a slow disk holds the loop a few times, briefly, and not again,
     while one slow flush (the file's first, say) changes nothing. WAL checkpoints,
-    which write the whole log back, always run on the thread.
+    which write the whole log back, always run on the thread. A task committing back
+    to back lets the others run at least every ``_YIELD_AFTER`` (1 ms), not after every
+    commit: a pass through the loop costs an ``epoll_wait``, as much as the commit.
   * Otherwise on the store's commit thread, where commits of several sessions that
     arrive together share one transaction (group commit: one flush of the disk for
     all), each in a savepoint of its own.
+- A transaction of other statements (``transact``) runs on the same connections: its
+  documents, journal rows and the plain statements of ``plangate.store.sql`` on
+  ``sqlite3`` directly, any SQLAlchemy statement through a SQLAlchemy connection over
+  it, opened at its first use and closed after ``COMMIT``.
 - PostgreSQL: one transaction on asyncpg directly, statements prepared once per
   connection, the journal rows in a single ``executemany`` (``plangate.store.postgres``).
 

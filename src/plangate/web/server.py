@@ -400,9 +400,19 @@ async def agent(request: Request) -> Response:
 
     web.runs[thread_id] = asyncio.create_task(produce(), name=f"plangate-run-{thread_id}")
 
-    async def stream():
+    async def stream() -> AsyncIterator[str]:
+        # The frames queued by the time the response sends go out in one write: events
+        # often come several at once (a run's start and its state, a message's start,
+        # text and end), and each write is a pass through the middleware and a syscall.
         while (frame := await queue.get()) is not None:
-            yield frame
+            frames = [frame]
+            while not queue.empty():
+                following = queue.get_nowait()
+                if following is None:
+                    yield "".join(frames)
+                    return
+                frames.append(following)
+            yield "".join(frames)
 
     return StreamingResponse(
         stream(),
