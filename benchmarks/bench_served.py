@@ -28,9 +28,9 @@ plangate's async store; each statement is a hop to a worker thread). The machine
 shared and noisy: compare the ratios, not the absolute figures.
 
 ``--loop``: the event loop of the server and of this process, so that bare ADK runs on
-the same one. ``auto`` (the default) is what ``plangate serve`` runs on: uvloop and
-httptools, which plangate installs on Linux and macOS; ``asyncio`` is the standard
-library's loop with h11.
+the same one. ``auto`` (the default) is uvicorn's choice, as ``plangate serve`` makes it:
+uvloop and httptools when they are installed (plangate does not require them), else the
+standard library's loop and h11, which ``asyncio`` forces.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ StoreSessionService on SQLite."""
 SHAPES = ("trivial", "tool")
 LOOPS = ("auto", "asyncio")
 """The event loop (and HTTP parser) of the server and of this process: ``auto`` is what
-``plangate serve`` runs on (uvloop and httptools when installed), ``asyncio`` the
-standard library's loop and h11."""
+``plangate serve`` runs on (uvloop and httptools if installed, which plangate does not
+require), ``asyncio`` the standard library's loop and h11."""
 
 
 def run_on(loop: str, main: Coroutine[Any, Any, None]) -> None:
