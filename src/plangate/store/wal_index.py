@@ -26,7 +26,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["OwnCommits", "Seen", "WalIndex"]
+__all__ = ["OwnCommits", "Seen", "WalIndex", "change_counter", "log_frames"]
 
 _HEADER = 48
 """Bytes of one copy of the wal-index header."""
@@ -35,6 +35,8 @@ _IS_INIT = 12
 _CHANGE = struct.Struct("=I")
 """``iChange`` at offset 8, in the machine's byte order (the wal-index is memory, not a
 file format meant for other machines)."""
+_FRAMES = 16
+"""Offset of ``mxFrame``: the frames in the log (same encoding as ``iChange``)."""
 
 
 class WalIndex:
@@ -69,6 +71,11 @@ class WalIndex:
 
 def change_counter(header: bytes) -> int:
     return _CHANGE.unpack_from(header, 8)[0]
+
+
+def log_frames(header: bytes) -> int:
+    """The frames (pages) the write-ahead log holds: what a checkpoint would write back."""
+    return _CHANGE.unpack_from(header, _FRAMES)[0]
 
 
 @dataclass(frozen=True, slots=True)

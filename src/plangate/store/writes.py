@@ -23,7 +23,10 @@ separate hop to the driver's thread; here the whole transaction is one function:
     ``_LOOP_COMMIT_LIMIT`` (0.5 ms), the next ones go to the thread for
     ``_LOOP_PAUSE``: a slow disk holds the loop a few times, briefly, and not again,
     while one slow flush (the file's first, say) changes nothing. WAL checkpoints,
-    which write the whole log back, always run on the thread. A task committing back
+    which write the whole log back, always run on the thread, from 1,000 frames in the
+    log (SQLite's own default); commits go on on the loop meanwhile, until the log holds
+    twice that: then they queue behind the checkpoint, so that the log starts over
+    (back-to-back commits would keep it growing). A task committing back
     to back lets the others run at least every ``_YIELD_AFTER`` (1 ms), not after every
     commit: a pass through the loop costs an ``epoll_wait``, as much as the commit.
   * Otherwise on the store's commit thread, where commits of several sessions that
@@ -62,6 +65,7 @@ from plangate.store.fresh import is_busy
 from plangate.store.schema import journal
 from plangate.store.storable import clean_parameters, clean_text, storable_json
 from plangate.store.store import Conflict, Document, Transaction
+from plangate.store.wal_index import log_frames
 
 if TYPE_CHECKING:
     from plangate.store.file_guard import FileIdentity
@@ -118,9 +122,15 @@ _RECENT, _SLOW_OF_RECENT = 8, 3
 _YIELD_AFTER = 0.001
 """Seconds after which a commit on the loop lets other tasks run before it returns (one
 written in the thread always does: its caller waits for the answer)."""
+_CHECKPOINT_FRAMES = 1000
+"""Frames in the log from which a checkpoint on the commit thread writes them back
+(SQLite's own default; the loop's connection never checkpoints). Commits go on on the
+loop meanwhile: a ``PASSIVE`` checkpoint never holds a writer up."""
+_CATCH_UP_FRAMES = 2 * _CHECKPOINT_FRAMES
+"""Frames from which, while a checkpoint runs, commits queue behind it in the thread
+instead: back-to-back commits would otherwise keep the log from ever starting over."""
 _CHECKPOINT_EVERY = 100
-"""Commits on the loop between two WAL checkpoints on the commit thread (the loop's
-connection never checkpoints: that writes the whole log back to the database)."""
+"""Commits on the loop between two checkpoints when the log's size cannot be read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,9 +200,9 @@ class SqliteWriter:
         self._yielded_at = 0.0
         """``time.monotonic()`` when a commit on the loop last let other tasks run."""
         self._checkpointing = False
-        """A checkpoint is queued or running: commits queue behind it in the thread, so it
-        catches up with the log and the next commit starts the log over (commits on the
-        loop meanwhile would keep it growing)."""
+        """A checkpoint is queued or running."""
+        self._log_frames = 0
+        """Frames in the log after the last commit on the loop."""
         self.transactions = 0
         """Transactions committed so far (a group of commits counts once)."""
         self.loop_commits = 0
@@ -230,7 +240,8 @@ class SqliteWriter:
         if self._closed:
             raise RuntimeError("the store is closed")
         try:
-            if self.on_loop and not self._checkpointing and time.monotonic() >= self._on_loop_from:
+            catching_up = self._checkpointing and self._log_frames >= _CATCH_UP_FRAMES
+            if self.on_loop and not catching_up and time.monotonic() >= self._on_loop_from:
                 done, value = self._commit_here(task)
                 if done:
                     now = time.monotonic()
@@ -277,7 +288,8 @@ class SqliteWriter:
                 connection = _SyncConnection(conn, engine, after_commit)
                 result = _drive(task.work(SqliteTransaction(connection)))
                 written = None  # not known: every document
-        reader.own.committed(before, reader.wal.header(), written)
+        after = reader.wal.header()
+        reader.own.committed(before, after, written)
         slow = self._slow
         # The disk's flush, not the work before it (CPU, the same on any thread).
         slow.append(flush.seconds > self.slow_commit)
@@ -286,7 +298,12 @@ class SqliteWriter:
             self._on_loop_from = time.monotonic() + _LOOP_PAUSE
         self.transactions += 1
         self.loop_commits += 1
-        if self.loop_commits % _CHECKPOINT_EVERY == 0:
+        if after is not None:
+            self._log_frames = log_frames(after)
+            due = self._log_frames >= _CHECKPOINT_FRAMES
+        else:
+            due = self.loop_commits % _CHECKPOINT_EVERY == 0
+        if due and not self._checkpointing:
             self._checkpointing = True
             self._queue.put(_Job(_Checkpoint(), asyncio.get_running_loop(), None))
         return True, result
