@@ -34,7 +34,7 @@ from google.adk.sessions.state import State
 from sqlalchemy import delete, select
 
 from plangate.store.schema import documents
-from plangate.store.shared import shared_store
+from plangate.store.shared import StoreOfLoop
 from plangate.store.sql import Sql, fetch_all
 from plangate.store.store import Conflict, Document, Store
 from plangate.store.writes import Put, commit
@@ -102,9 +102,12 @@ class StoreSessionService(BaseSessionService):
 
     def __init__(self, database_url: str | None = None) -> None:
         self.database_url = database_url
+        self._stores = StoreOfLoop()
 
     async def _store(self) -> Store:
-        return await shared_store(self.database_url)
+        # Every read and append asks: the store kept for this loop, without resolving
+        # the URL again.
+        return await self._stores.get(self.database_url)
 
     # -- reads ----------------------------------------------------------------------
 
