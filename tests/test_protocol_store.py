@@ -348,6 +348,43 @@ async def test_initial_commit_rolls_back_everything_when_the_intent_cas_loses(
     assert await read(store, lambda r: r.head(session)) == concurrent.id
 
 
+async def test_a_run_start_moving_a_head_moved_meanwhile_rolls_back_everything(
+    database_url: str,
+) -> None:
+    """A start that writes a revision over the session's own head checks the head once,
+    by the head's compare-and-set: a task changed after routing still loses it all."""
+    store = await shared_store(database_url)
+    states = ProtocolStateStore(store)
+    session = key()
+    scope = session + "/analyst"
+    base = await commit(store, session, transition("task"), None)
+    concurrent = await commit(
+        store, session, transition("other", kind="replace", base=base), base.id
+    )
+    record, segment = run_record(scope, "run-1", session)
+
+    async def bind(tx):
+        await IntentRepository(tx.connection).commit_run_start(
+            session,
+            "run-1",
+            expected_base_id=base.id,
+            expected_head=base.id,
+            transition=transition("refined", kind="refine", base=base),
+            task_relation="refine",
+        )
+
+    with pytest.raises(IntentRevisionConflict) as raised:
+        await states.create(scope, record, segment, events("protocol.route.resolved"), bind)
+    assert raised.value.actual_revision == concurrent.id
+    assert await states.run(scope, "run-1") is None
+    assert await states.journal(scope) == []
+    assert await read(store, lambda r: r.binding(session, "run-1")) is None
+    assert [r.id for r in await read(store, lambda r: r.revisions(session))] == [
+        base.id,
+        concurrent.id,
+    ]
+
+
 async def test_handoff_transition_rolls_back_on_an_intent_cas_conflict(database_url: str) -> None:
     store = await shared_store(database_url)
     states = ProtocolStateStore(store)

@@ -355,9 +355,13 @@ class IntentRepository:
         classifier call sits inside the compare-and-set window: a concurrent change in
         between makes this raise, even for a route that writes no revision.
         """
-        current = await self.resolve_revision_id(session_key)
-        if current != expected_base_id:
-            raise IntentRevisionConflict(session_key, expected_base_id, current)
+        moves_own_head = transition is not None and expected_head is not None
+        if not (moves_own_head and expected_head == expected_base_id):
+            # Else the head's compare-and-set below checks the same, in one statement:
+            # a session with a head of its own resolves to it.
+            current = await self.resolve_revision_id(session_key)
+            if current != expected_base_id:
+                raise IntentRevisionConflict(session_key, expected_base_id, current)
         active = expected_base_id
         relation = task_relation
         revision = None
