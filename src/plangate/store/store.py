@@ -262,6 +262,15 @@ class Store:
     async def ping(self) -> None:
         """Raise ``DatabaseError`` unless the database answers (and, for SQLite, is still
         the file that was opened)."""
+        if self.reader is not None and self.writer is not None:
+            # The event loop's own connection, in this thread: a load balancer asks
+            # often, and the async engine's answer is a few hops to a driver thread.
+            try:
+                self.writer.check_file()
+                self.reader.connection.execute("SELECT 1").fetchone()
+            except sqlite3.Error as exc:
+                raise database_error(exc, self.name) from None
+            return
         try:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))

@@ -313,6 +313,12 @@ class SqliteWriter:
             self._here_engine = _sync_engine(conn)
         return self._here_engine
 
+    def check_file(self) -> None:
+        """Raise ``DatabaseError`` (``DATABASE_GONE``) if the file was deleted or replaced
+        since it was opened."""
+        if self._identity is not None:
+            self._identity.check()
+
     @property
     def queued(self) -> int:
         """Transactions waiting for the commit thread (not the one it is writing)."""
