@@ -271,6 +271,23 @@ async def test_deleting_a_session_keeps_its_branches_and_what_they_pin(database_
 # --------------------------------------------------------------------------- protocol state
 
 
+def start_on(session: str, run_id: str, base: IntentRevision, change: IntentTransition | None):
+    """A run start's intent binding on ``base``, the session's own head as read before
+    routing (``change``: the revision the route writes; None: it continues the task)."""
+
+    async def bind(tx):
+        await IntentRepository(tx.connection).commit_run_start(
+            session,
+            run_id,
+            expected_base_id=base.id,
+            expected_head=base.id,
+            transition=change,
+            task_relation=change.task_relation if change else "continue",
+        )
+
+    return bind
+
+
 def run_record(scope: str, run_id: str, session: str) -> tuple[RunRecord, ProtocolState]:
     segment = start_segment(DATA_ANALYSIS_REF, segment_id_for(run_id))
     record = RunRecord(
@@ -363,16 +380,7 @@ async def test_a_run_start_moving_a_head_moved_meanwhile_rolls_back_everything(
     )
     record, segment = run_record(scope, "run-1", session)
 
-    async def bind(tx):
-        await IntentRepository(tx.connection).commit_run_start(
-            session,
-            "run-1",
-            expected_base_id=base.id,
-            expected_head=base.id,
-            transition=transition("refined", kind="refine", base=base),
-            task_relation="refine",
-        )
-
+    bind = start_on(session, "run-1", base, transition("refined", kind="refine", base=base))
     with pytest.raises(IntentRevisionConflict) as raised:
         await states.create(scope, record, segment, events("protocol.route.resolved"), bind)
     assert raised.value.actual_revision == concurrent.id
@@ -394,16 +402,7 @@ async def test_handoff_transition_rolls_back_on_an_intent_cas_conflict(database_
     general = start_segment(GENERAL_TASK_REF, segment_id_for("run-1"))
     base = await commit(store, session, transition("task", protocol=GENERAL_TASK_REF), None)
 
-    async def bind(tx):
-        await IntentRepository(tx.connection).commit_run_start(
-            session,
-            "run-1",
-            expected_base_id=base.id,
-            expected_head=base.id,
-            transition=None,
-            task_relation="continue",
-        )
-
+    bind = start_on(session, "run-1", base, None)
     await states.create(scope, record, general, events("protocol.run.started"), bind)
     concurrent = await commit(store, session, transition("new", kind="replace", base=base), base.id)
     target = start_segment(DATA_ANALYSIS_REF, segment_id_for("run-1", 2))
