@@ -65,7 +65,9 @@ async def fetch_all(conn: Any, sql: Sql, parameters: Mapping[str, Any]) -> list[
 
 
 async def fetch_one(conn: Any, sql: Sql, parameters: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """The first row ``sql`` returns on ``conn``, or None."""
+    """The first row ``sql`` returns on ``conn``, or None. Reads only: a write with
+    ``RETURNING`` takes ``fetch_all``, since ``sqlite3`` finishes a statement only once
+    its every row is fetched."""
     raw = _raw(conn)
     if raw is not None:
         return raw.execute(sql.text, clean_parameters(parameters)).fetchone()
