@@ -1,4 +1,5 @@
-"""Several ``plangate serve`` processes on one PostgreSQL database.
+"""Real ``plangate serve`` processes: several on one PostgreSQL database, and one whose
+client goes away mid-run.
 
 Real processes, real HTTP on 127.0.0.1, the demo model (and a scripted model whose run
 waits in a ``sleep`` so it can be caught mid-run). Request loops are bounded in count
@@ -311,3 +312,40 @@ def test_fix_12_4_fifty_threads_on_four_servers_one_run_each_live_everywhere_and
         for reader in readers:
             reader.stop()
         stop_all(servers)
+
+
+def test_a_run_goes_on_to_its_end_when_its_client_goes_away(tmp_path: Path) -> None:
+    """A run belongs to its thread, not to the connection streaming it: a client that
+    closes the stream mid-run (a reload, a dropped network) leaves the run to finish, and
+    the thread free for the next one, with nothing logged as an error."""
+    workspace, fifo, original = _fifo_workspace(tmp_path / "workspace")
+    database = f"sqlite:///{tmp_path / 'db' / 'plangate.db'}"
+    server = Serve(tmp_path / "s", database, "--workspace", str(workspace))
+    try:
+        server.wait_ready()
+        selection = httpx.get(f"{server.url}/api/info", timeout=30).json()["stateKeys"]
+        body = run_input("gone", messages=[user_message("look at the stock code")])
+        body["state"] = {selection["selection"]: "plan"}
+        with httpx.stream("POST", f"{server.url}/api/agent", json=body, timeout=60) as response:
+            assert response.status_code == 200
+            deadline = time.monotonic() + 90
+            while not _in_bash(server, "gone"):  # mid-run: grep waits on the FIFO
+                assert time.monotonic() < deadline, "the run never reached its grep"
+                time.sleep(0.2)
+        # The stream is closed: the run goes on.
+        _release_fifo(fifo, original)
+        deadline = time.monotonic() + 90
+        while server.thread("gone")["running"]:
+            assert time.monotonic() < deadline, "the run never ended"
+            time.sleep(0.2)
+        kinds = _journal_kinds(server, "gone")
+        assert "protocol.run.started" in kinds and "protocol.run.interrupted" not in kinds
+        messages = server.thread("gone")["messages"]
+        assert messages[-1]["role"] == "assistant", messages[-1]
+        again = server.post("gone", "go on")
+        assert again.status_code == 200, again.text
+        assert sse_events(again.text)[-1]["type"] == "RUN_FINISHED", again.text
+        assert "Traceback" not in server.log(), server.log()
+    finally:
+        _release_fifo(fifo, original)
+        server.stop()

@@ -414,11 +414,24 @@ async def agent(request: Request) -> Response:
                 frames.append(following)
             yield "".join(frames)
 
-    return StreamingResponse(
+    return RunResponse(
         stream(),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+class RunResponse(StreamingResponse):
+    """A run's own event stream, which needs no watch for its client going away: the run
+    belongs to the thread and ends by itself, and so does this stream with it.
+
+    Starlette's streaming response otherwise runs the stream and a disconnect listener in
+    a task group of their own, for every run: two tasks and a cancel scope more."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # A server may refuse a write to a client that left: the rest is for nobody.
+        with contextlib.suppress(OSError):
+            await self.stream_response(send)
 
 
 async def _end_run(web: WebState, thread_id: str, lease: Lease) -> None:
