@@ -26,9 +26,9 @@ separate hop to the driver's thread; here the whole transaction is one function:
     which write the whole log back, always run on the thread, from 1,000 frames in the
     log (SQLite's own default); commits go on on the loop meanwhile, until the log holds
     twice that: then they queue behind the checkpoint, so that the log starts over
-    (back-to-back commits would keep it growing). A task committing back
-    to back lets the others run at least every ``_YIELD_AFTER`` (1 ms), not after every
-    commit: a pass through the loop costs an ``epoll_wait``, as much as the commit.
+    (back-to-back commits would keep it growing). A task committing back to back lets
+    the others run at least every ``_YIELD_AFTER`` (1 ms), not after every commit: a
+    pass through the loop costs an ``epoll_wait``, as much as the commit.
   * Otherwise on the store's commit thread, where commits of several sessions that
     arrive together share one transaction (group commit: one flush of the disk for
     all), each in a savepoint of its own.
@@ -247,7 +247,7 @@ class SqliteWriter:
                     now = time.monotonic()
                     if now - self._yielded_at >= _YIELD_AFTER:
                         # Commits back to back in one task let the others run now and
-                        # then. Not after each one: a pass through the loop costs a
+                        # then. Not after each one: a pass through the loop costs an
                         # ``epoll_wait``, as much as the commit's own Python here.
                         self._yielded_at = now
                         await asyncio.sleep(0)
