@@ -28,7 +28,7 @@ from plangate.adk.runner import build_runner
 from plangate.data import DataCatalog, DataTools
 from plangate.data.adk_tools import data_adk_tools
 from plangate.models.scripted import ScriptedLlm, call, text
-from plangate.web.server import bind, create_app
+from plangate.web.server import bind, create_app, freeze_startup_heap
 
 ENDLESS = "SELECT count(*) AS n FROM range(1000000000000) t(x) WHERE x % 7 = 3"
 
@@ -83,7 +83,9 @@ def main() -> None:
         tools.catalog.tables("sample")  # builds the sample database before timing
         agent = setup_plan(LlmAgent(name="orchestrator", model=model, tools=data_adk_tools(tools)))
         runner = build_runner(agent, database_url=f"sqlite:///{folder / 'bench.db'}")
-        server, url, thread = _serve(create_app(runner=runner, require_token=False, token=None))
+        app = create_app(runner=runner, require_token=False, token=None)
+        freeze_startup_heap()  # as ``plangate serve`` does
+        server, url, thread = _serve(app)
         try:
             with httpx.Client(base_url=url, timeout=60) as http:
                 body = {
