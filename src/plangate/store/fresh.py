@@ -34,7 +34,7 @@ from plangate.store.wal_index import OwnCommits, Seen, WalIndex
 if TYPE_CHECKING:
     from plangate.store.store import Store
 
-__all__ = ["FreshDocuments", "FreshReads", "ReaderBusy", "SqliteReader", "is_busy"]
+__all__ = ["DOCUMENT_ROW", "FreshDocuments", "FreshReads", "ReaderBusy", "SqliteReader", "is_busy"]
 
 T = TypeVar("T")
 
@@ -51,6 +51,10 @@ def is_busy(exc: BaseException) -> bool:
     error = getattr(exc, "orig", None) or exc
     code = getattr(error, "sqlite_errorcode", None)
     return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+DOCUMENT_ROW = "SELECT version, data FROM plangate_documents WHERE kind = ? AND key = ?"
+"""A document's stored ``(version, data)`` (data as JSON text), by kind and key."""
 
 
 class SqliteReader:
@@ -95,10 +99,7 @@ class SqliteReader:
     def row(self, kind: str, key: str) -> tuple[Any, Any] | None:
         """The stored ``(version, data)`` of a document (data as JSON text), or None."""
         try:
-            return self._row_cursor.execute(
-                "SELECT version, data FROM plangate_documents WHERE kind = ? AND key = ?",
-                (kind, key),
-            ).fetchone()
+            return self._row_cursor.execute(DOCUMENT_ROW, (kind, key)).fetchone()
         except sqlite3.OperationalError as exc:
             raise ReaderBusy(str(exc)) from exc
 

@@ -128,18 +128,17 @@ _REVISION_COLUMNS = (
 
 def _revision(row: tuple[Any, ...]) -> IntentRevision:
     """A revision from a row of ``_REVISION_COLUMNS``."""
-    (id_, intent_id, session_key, previous, protocol_id, protocol_version) = row[:6]
-    text, change_kind, source_run_id, created_at = row[6:]
+    id_, intent_id, session_key, previous, protocol_id, version, text, kind, source, at = row
     return IntentRevision(
         id=id_,
         intent_id=intent_id,
         session_key=session_key,
         previous_revision_id=previous,
-        protocol=ProtocolRef(id=protocol_id, version=protocol_version),
+        protocol=ProtocolRef(id=protocol_id, version=version),
         text=text,
-        change_kind=change_kind,
-        source_run_id=source_run_id,
-        created_at=created_at,
+        change_kind=kind,
+        source_run_id=source,
+        created_at=at,
     )
 
 

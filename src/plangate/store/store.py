@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from sqlalchemy import event, insert, inspect, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection, Dialect, make_url
+from sqlalchemy.engine import Connection, Dialect, Engine, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -45,7 +45,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["Conflict", "Document", "JournalEntry", "Store", "Transaction", "is_valid_version"]
+__all__ = [
+    "Conflict",
+    "Document",
+    "JournalEntry",
+    "Store",
+    "SyncConnection",
+    "Transaction",
+    "is_valid_version",
+]
 
 
 class Conflict(Exception):
@@ -176,21 +184,25 @@ class Transaction:
         return self._conn
 
 
-class _SyncReads:
-    """The reader's ``sqlite3`` connection behind the ``AsyncConnection`` calls reads use:
-    plain SQL (``plangate.store.sql``) runs on ``raw``; a SQLAlchemy statement on a
-    synchronous SQLAlchemy connection over it, opened at its first use."""
+class SyncConnection:
+    """One of plangate's own ``sqlite3`` connections behind the ``AsyncConnection`` calls
+    that reads, ``Transaction`` and the repositories make; its awaits never suspend.
 
-    def __init__(self, reader: SqliteReader, opened: ExitStack) -> None:
-        self.raw = reader.connection
-        self._reader = reader
+    Plain SQL (``plangate.store.sql``) runs on ``raw``. A SQLAlchemy statement opens a
+    synchronous SQLAlchemy connection over the same ``sqlite3`` connection (``engine``),
+    at its first use; ``opened`` closes it when the caller is done (for a transaction,
+    after ``COMMIT``: closing it rolls back)."""
+
+    def __init__(self, raw: sqlite3.Connection, engine: Engine, opened: ExitStack) -> None:
+        self.raw = raw
+        self._engine = engine
         self._opened = opened
-        self._conn: Connection | None = None
+        self._connection: Connection | None = None
 
     def _sqlalchemy(self) -> Connection:
-        if self._conn is None:
-            self._conn = self._opened.enter_context(self._reader.engine().connect())
-        return self._conn
+        if self._connection is None:
+            self._connection = self._opened.enter_context(self._engine.connect())
+        return self._connection
 
     @property
     def dialect(self) -> Dialect:
@@ -198,6 +210,11 @@ class _SyncReads:
 
     async def execute(self, statement: Any, parameters: Any = None) -> Any:
         return self._sqlalchemy().execute(statement, parameters)
+
+    @asynccontextmanager
+    async def begin_nested(self) -> AsyncGenerator[None]:
+        with self._sqlalchemy().begin_nested():
+            yield
 
 
 class Store:
@@ -357,7 +374,8 @@ class Store:
 
             try:
                 with ExitStack() as opened:
-                    return await work(_SyncReads(self.reader, opened))
+                    reader = self.reader
+                    return await work(SyncConnection(reader.connection, reader.engine(), opened))
             except (OperationalError, sqlite3.OperationalError) as exc:
                 if not is_busy(exc):
                     raise

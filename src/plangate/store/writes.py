@@ -50,21 +50,21 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
-from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy import Connection, Dialect, Engine, create_engine, event, insert
+from sqlalchemy import Engine, create_engine, event, insert
 from sqlalchemy.pool import StaticPool
 
 from plangate.journal.events import JournalEvent
 from plangate.store.errors import database_error
-from plangate.store.fresh import is_busy
+from plangate.store.fresh import DOCUMENT_ROW, is_busy
 from plangate.store.schema import journal
 from plangate.store.storable import clean_parameters, clean_text, storable_json
-from plangate.store.store import Conflict, Document, Transaction
+from plangate.store.store import Conflict, Document, SyncConnection, Transaction
 from plangate.store.wal_index import log_frames
 
 if TYPE_CHECKING:
@@ -285,7 +285,7 @@ class SqliteWriter:
                 written = [(kind, key) for kind, key, _, _ in task.documents]
             else:
                 assert engine is not None
-                connection = _SyncConnection(conn, engine, after_commit)
+                connection = SyncConnection(conn, engine, after_commit)
                 result = _drive(task.work(SqliteTransaction(connection)))
                 written = None  # not known: every document
         after = reader.wal.header()
@@ -469,7 +469,7 @@ def _run_committed(
     statements that are not plain SQL). SQLAlchemy's connection, if the work opened one,
     is closed only after ``COMMIT``: closing it rolls back."""
     with ExitStack() as after_commit, _begun(conn):
-        return _drive(work(SqliteTransaction(_SyncConnection(conn, engine, after_commit))))
+        return _drive(work(SqliteTransaction(SyncConnection(conn, engine, after_commit))))
 
 
 def _apply(conn: sqlite3.Connection, task: _Commit) -> list[int]:
@@ -522,52 +522,17 @@ def _sync_engine(conn: sqlite3.Connection) -> Engine:
     return engine
 
 
-class _SyncConnection:
-    """The transaction's ``sqlite3`` connection behind the ``AsyncConnection`` calls that
-    ``Transaction`` and the repositories make; its awaits never suspend.
-
-    Plain SQL (``plangate.store.sql``) runs on ``raw``. A SQLAlchemy statement opens a
-    synchronous SQLAlchemy connection on the same ``sqlite3`` connection, at its first
-    use, and ``after_commit`` closes it once the transaction is over."""
-
-    def __init__(self, raw: sqlite3.Connection, engine: Engine, after_commit: ExitStack) -> None:
-        self.raw = raw
-        self._engine = engine
-        self._after_commit = after_commit
-        self._connection: Connection | None = None
-
-    def _sqlalchemy(self) -> Connection:
-        if self._connection is None:
-            self._connection = self._after_commit.enter_context(self._engine.connect())
-        return self._connection
-
-    @property
-    def dialect(self) -> Dialect:
-        return self._sqlalchemy().dialect
-
-    async def execute(self, statement: Any, parameters: Any = None) -> Any:
-        return self._sqlalchemy().execute(statement, parameters)
-
-    @asynccontextmanager
-    async def begin_nested(self) -> AsyncGenerator[None]:
-        with self._sqlalchemy().begin_nested():
-            yield
-
-
 class SqliteTransaction(Transaction):
     """A transaction on plangate's own ``sqlite3`` connection: documents and journal rows
     are written with plain statements (as commits are), everything else through
     ``connection``."""
 
-    def __init__(self, connection: _SyncConnection) -> None:
+    def __init__(self, connection: SyncConnection) -> None:
         super().__init__(connection)  # pyright: ignore[reportArgumentType]
         self._raw = connection.raw
 
     async def get(self, kind: str, key: str) -> Document | None:
-        row = self._raw.execute(
-            "SELECT version, data FROM plangate_documents WHERE kind = ? AND key = ?",
-            (clean_text(kind), clean_text(key)),
-        ).fetchone()
+        row = self._raw.execute(DOCUMENT_ROW, (clean_text(kind), clean_text(key))).fetchone()
         return Document.from_row(*row) if row is not None else None
 
     async def put(self, kind: str, key: str, data: Any, *, expected_version: int) -> int:
