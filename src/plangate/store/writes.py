@@ -20,7 +20,7 @@ separate hop to the driver's thread; here the whole transaction is one function:
     drops it after any other connection's, and every gate check and step boundary
     reads right after a session commit. When the ``COMMIT`` -- the flush -- of
     ``_SLOW_OF_RECENT`` of the last ``_RECENT`` commits there took longer than
-    ``_LOOP_COMMIT_LIMIT`` (0.5 ms), the next ones go to the thread for
+    ``_LOOP_COMMIT_LIMIT`` (2 ms), the next ones go to the thread for
     ``_LOOP_PAUSE``: a slow disk holds the loop a few times, briefly, and not again,
     while one slow flush (the file's first, say) changes nothing. WAL checkpoints,
     which write the whole log back, always run on the thread, from 1,000 frames in the
@@ -110,11 +110,15 @@ _INSERT_JOURNAL = (
 _MAX_GROUP = 64
 """Commits written in one transaction at most: a bound on how long the first one waits."""
 
-_LOOP_COMMIT_LIMIT = 0.0005
+_LOOP_COMMIT_LIMIT = 0.002
 """Seconds a ``COMMIT`` (the disk's flush) on the event loop may take before it counts
-as slow. The loop waits out the flush and every other run with it; the thread hop costs
-~0.1 ms of CPU but overlaps the flush with other work. A disk that flushes in ~0.1 ms
-(this one, idle) is far below this."""
+as slow. The loop waits out the flush and every other run with it; the thread overlaps
+the flush with other work but costs ~0.2 ms of CPU per commit (the hop both ways, and
+the loop connection's page cache, dropped after another connection's commit). A served
+run commits ~10 times: in the thread it costs ~15% more CPU than on the loop, measured
+on a disk whose flushes took 0.2-0.7 ms, while its latency under load did not differ
+beyond noise (``benchmarks/bench_load.py``). So only a disk slower than that -- a
+network volume, a busy spinning disk -- sends commits to the thread."""
 _LOOP_PAUSE = 1.0
 """Seconds commits stay on the thread once the disk is found slow."""
 _RECENT, _SLOW_OF_RECENT = 8, 3
@@ -267,32 +271,41 @@ class SqliteWriter:
         conn = reader.connection
         if self._identity is not None:
             self._identity.check()
-        # Made before BEGIN: SQLAlchemy's first connection to it rolls back.
-        engine = self._engine_here(conn) if isinstance(task, _Run) else None
-        # ``after_commit`` closes SQLAlchemy's connection, if the work opened one, after
-        # COMMIT: closing it rolls back.
-        with ExitStack() as after_commit, ExitStack() as stack:
+        if isinstance(task, _Run):
+            # Made before BEGIN: SQLAlchemy's first connection to it rolls back.
+            engine = self._engine_here(conn)
+            if not _begin(conn):  # another connection writes: wait for it in the thread
+                return False, None
+            # ``after_commit`` closes SQLAlchemy's connection, if the work opened one,
+            # after COMMIT (or ROLLBACK): closing it first would roll back.
+            with ExitStack() as after_commit:
+                try:
+                    # Nobody else can commit now: this is the header the last commit left.
+                    before = reader.wal.header()
+                    connection = SyncConnection(conn, engine, after_commit)
+                    result = _drive(task.work(SqliteTransaction(connection)))
+                    flushed = _commit(conn)
+                except BaseException:
+                    _roll_back(conn)
+                    raise
+            written = None  # not known: every document
+        else:
+            # The common case, written out: a context manager costs as much as a statement.
+            if not _begin(conn):
+                return False, None
             try:
-                flush = stack.enter_context(_begun(conn))
-            except sqlite3.OperationalError as exc:
-                if is_busy(exc):  # another connection writes: wait for it in the thread
-                    return False, None
-                raise
-            # Nobody else can commit now: this is the header the last commit left.
-            before = reader.wal.header()
-            if isinstance(task, _Commit):
+                before = reader.wal.header()
                 result = _apply(conn, task)
-                written = [(kind, key) for kind, key, _, _ in task.documents]
-            else:
-                assert engine is not None
-                connection = SyncConnection(conn, engine, after_commit)
-                result = _drive(task.work(SqliteTransaction(connection)))
-                written = None  # not known: every document
+                flushed = _commit(conn)
+            except BaseException:
+                _roll_back(conn)
+                raise
+            written = [(kind, key) for kind, key, _, _ in task.documents]
         after = reader.wal.header()
         reader.own.committed(before, after, written)
         slow = self._slow
         # The disk's flush, not the work before it (CPU, the same on any thread).
-        slow.append(flush.seconds > self.slow_commit)
+        slow.append(flushed > self.slow_commit)
         if slow.count(True) >= _SLOW_OF_RECENT:
             slow.clear()
             self._on_loop_from = time.monotonic() + _LOOP_PAUSE
@@ -446,14 +459,35 @@ def _begun(conn: sqlite3.Connection) -> Generator[_Flush]:
     flush = _Flush()
     try:
         yield flush
-        start = time.perf_counter()
-        conn.execute("COMMIT")
-        flush.seconds = time.perf_counter() - start
+        flush.seconds = _commit(conn)
     except BaseException:
-        # Some errors (a full disk, say) end the transaction in SQLite already.
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        _roll_back(conn)
         raise
+
+
+def _begin(conn: sqlite3.Connection) -> bool:
+    """``BEGIN IMMEDIATE`` on ``conn``; False, with nothing begun, when another
+    connection holds the file's write lock (the loop's connection never waits for it)."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            return False
+        raise
+    return True
+
+
+def _commit(conn: sqlite3.Connection) -> float:
+    """``COMMIT``; the seconds it took: the disk's flush."""
+    start = time.perf_counter()
+    conn.execute("COMMIT")
+    return time.perf_counter() - start
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    # Some errors (a full disk, say) end the transaction in SQLite already.
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def _committed(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
@@ -474,8 +508,11 @@ def _run_committed(
 
 def _apply(conn: sqlite3.Connection, task: _Commit) -> list[int]:
     versions = [_put(conn, *document) for document in task.documents]
-    if task.rows:
-        conn.executemany(_INSERT_JOURNAL, task.rows)
+    rows = task.rows
+    if len(rows) == 1:  # the common case: ``execute`` costs less than ``executemany``
+        conn.execute(_INSERT_JOURNAL, rows[0])
+    elif rows:
+        conn.executemany(_INSERT_JOURNAL, rows)
     return versions
 
 
@@ -602,14 +639,22 @@ def _version(conn: sqlite3.Connection, kind: str, key: str) -> int | None:
 def journal_row(scope: str, event: JournalEvent) -> tuple[Any, ...]:
     """The journal columns of ``event``, in ``_JOURNAL_COLUMNS`` order, text cleaned as
     every engine cleans it (``plangate.store.storable``)."""
-    texts = (scope, event.kind, event.subject, event.from_state, event.to_state, event.actor)
     return (
-        *clean_parameters(texts),
+        clean_text(scope),
+        clean_text(event.kind),
+        clean_text(event.subject),
+        _clean_optional(event.from_state),
+        _clean_optional(event.to_state),
+        clean_text(event.actor),
         event.at,
         event.revision,
-        clean_parameters(event.sha256),
-        storable_json(event.detail),
+        _clean_optional(event.sha256),
+        storable_json(event.detail) if event.detail else "{}",
     )
+
+
+def _clean_optional(text: str | None) -> str | None:
+    return None if text is None else clean_text(text)
 
 
 async def commit(
