@@ -16,10 +16,10 @@ from plangate.adk.protocol_runtime import ProtocolRuntime
 from plangate.adk.protocols import ProtocolOptions
 from plangate.adk.scope import PlanScope
 from plangate.protocol import GENERAL_TASK_REF, IntentTransition
-from plangate.protocol.definitions import segment_id_for, start_segment
+from plangate.protocol.definitions import ProtocolState, segment_id_for, start_segment
 from plangate.store.fresh import FreshDocuments, FreshReads
 from plangate.store.intents import IntentRepository, IntentRevision
-from plangate.store.protocol_state import ProtocolStateStore, RunRecord
+from plangate.store.protocol_state import SEGMENT_KIND, ProtocolStateStore, RunRecord
 from plangate.store.schema import documents
 from plangate.store.store import Document, Store, Transaction
 from plangate.store.writes import Put, commit, transact
@@ -48,12 +48,16 @@ async def test_protocol_documents_written_elsewhere_are_read_at_once(database_ur
         first = await mine.segment(scope, record.active_segment_id)
         assert first is not None and first.version == 1
         assert await mine.segment(scope, record.active_segment_id) == first  # kept
-        # Another connection (another process, as far as SQLite can tell) commits.
-        await ProtocolStateStore(there).update_segment(
-            scope,
-            record.active_segment_id,
-            lambda state: (state.model_copy(update={"phase": "done"}), []),
-        )
+        # Another connection (another process, as far as SQLite can tell) commits. Not
+        # through ``ProtocolStateStore``: what it writes, it remembers for this process.
+        done = first.value.model_copy(update={"phase": "done"})
+        async with there.transaction() as tx:
+            await tx.put(
+                SEGMENT_KIND,
+                f"{scope}#{record.active_segment_id}",
+                done.model_dump(mode="json", by_alias=True),
+                expected_version=1,
+            )
         seen = await mine.segment(scope, record.active_segment_id)
         assert seen is not None and seen.version == 2 and seen.value.phase == "done"
         run = await mine.run(scope, run_id)
@@ -62,6 +66,48 @@ async def test_protocol_documents_written_elsewhere_are_read_at_once(database_ur
     finally:
         await here.close()
         await there.close()
+
+
+async def test_protocol_documents_written_here_are_not_decoded_again(database_url: str) -> None:
+    """What this process commits is read back as the very value it wrote, as long as the
+    row is what it wrote; a row changed under it is decoded again."""
+    store = await Store.open(database_url)
+    try:
+        scope, run_id = f"app/u/{uuid.uuid4().hex}/agent", "w-run"
+        record, segment = _run(scope, run_id)
+        states = ProtocolStateStore(store)
+        await states.create(scope, record, segment, [])  # type: ignore[arg-type]
+        stored = await store.get(SEGMENT_KIND, f"{scope}#{record.active_segment_id}")
+        assert stored is not None
+        # The value kept is the one a decode of the stored row gives.
+        assert ProtocolState.model_validate(stored.data) == segment
+        read = await states.segment(scope, record.active_segment_id)
+        assert read is not None and read.version == 1
+        run = await states.run(scope, run_id)
+        assert run is not None and run.value == record
+        if store.reader is not None:  # SQLite: kept without decoding
+            assert read.value is segment and run.value is record
+        changed = await states.update_segment(
+            scope,
+            record.active_segment_id,
+            lambda state: (state.model_copy(update={"phase": "done"}), []),
+        )
+        again = await states.segment(scope, record.active_segment_id)
+        assert again is not None and again.version == 2 and again.value == changed
+        # Rewritten in place under the same version: decoded from the row, not kept.
+        async with store.transaction() as tx:
+            await tx.connection.execute(
+                update(documents)
+                .where(
+                    documents.c.kind == SEGMENT_KIND,
+                    documents.c.key == f"{scope}#{record.active_segment_id}",
+                )
+                .values(data={**changed.model_dump(mode="json", by_alias=True), "phase": "x"})
+            )
+        last = await states.segment(scope, record.active_segment_id)
+        assert last is not None and last.version == 2 and last.value.phase == "x"
+    finally:
+        await store.close()
 
 
 async def test_intent_reads_are_kept_only_until_something_commits(database_url: str) -> None:

@@ -228,41 +228,39 @@ class ProtocolStateStore:
     ) -> None:
         """One transaction: segment and run documents (each with the version it expects,
         0 = new), journal events, then ``within``. Any ``Conflict`` rolls back all."""
+        written: list[tuple[FreshDocuments[Any], str, Any, BaseModel]] = [
+            (_segments, _segment_key(scope_key, state.segment_id), _dump(state), state)
+            for state, _ in segments
+        ]
+        expected = [version for _, version in segments]
+        if run is not None:
+            record, run_expected = run
+            written.append((_runs, _run_key(scope_key, record.run_id), _dump(record), record))
+            expected.append(run_expected)
         if within is None:
             # Documents and journal rows only: one hop to the commit thread on SQLite.
             puts = [
-                Put(SEGMENT_KIND, _segment_key(scope_key, state.segment_id), _dump(state), expected)
-                for state, expected in segments
+                Put(cache.kind, key, data, version)
+                for (cache, key, data, _), version in zip(written, expected, strict=True)
             ]
-            if run is not None:
-                record, expected = run
-                puts.append(
-                    Put(RUN_KIND, _run_key(scope_key, record.run_id), _dump(record), expected)
-                )
-            await commit(self.store, puts, [(scope_key, event) for event in events])
-            return
+            versions = await commit(self.store, puts, [(scope_key, event) for event in events])
+        else:
 
-        async def work(tx: Transaction) -> None:
-            for state, expected in segments:
-                await tx.put(
-                    SEGMENT_KIND,
-                    _segment_key(scope_key, state.segment_id),
-                    _dump(state),
-                    expected_version=expected,
-                )
-            if run is not None:
-                record, expected = run
-                await tx.put(
-                    RUN_KIND,
-                    _run_key(scope_key, record.run_id),
-                    _dump(record),
-                    expected_version=expected,
-                )
-            await tx.append_all(scope_key, events)
-            await within(tx)
+            async def work(tx: Transaction) -> list[int]:
+                versions = [
+                    await tx.put(cache.kind, key, data, expected_version=version)
+                    for (cache, key, data, _), version in zip(written, expected, strict=True)
+                ]
+                await tx.append_all(scope_key, events)
+                await within(tx)
+                return versions
 
-        # One hop on SQLite: a run start is one commit, whatever it holds.
-        await transact(self.store, work)
+            # One hop on SQLite: a run start is one commit, whatever it holds.
+            versions = await transact(self.store, work)
+        # What was just written need not be decoded when read back (the frozen models
+        # are the values the reads would give).
+        for (cache, key, data, value), version in zip(written, versions, strict=True):
+            cache.learn(self.store, key, version, data, Versioned(value, version))
 
     async def create(
         self,
