@@ -33,6 +33,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
 from google.adk.tools import FunctionTool
 from google.genai import types
+from served_support import quiet_adk_logs
 
 from plangate.adk import PlanOptions, setup_plan
 from plangate.adk.runner import build_app, build_runner
@@ -304,6 +305,8 @@ def main() -> None:
         "--long", type=int, default=0, help="also time setup_plan's hooks over a session this long"
     )
     args = parser.parse_args()
+    # A line logged per model call would land in the timed turns (and flood the output).
+    quiet_adk_logs()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         pure = min(bench_pure_decision() for _ in range(5))
