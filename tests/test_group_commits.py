@@ -20,7 +20,7 @@ import pytest
 from plangate.journal.events import JournalEvent
 from plangate.store.errors import DatabaseError
 from plangate.store.store import Conflict, Store
-from plangate.store.writes import Put, SqliteWriter, commit
+from plangate.store.writes import Put, SqliteWriter, commit, transact
 
 
 def _event(kind: str) -> JournalEvent:
@@ -272,5 +272,50 @@ async def test_a_driver_failure_reaches_the_caller_as_a_coded_database_error(
         with pytest.raises(DatabaseError) as caught:
             await commit(store, [Put("doc", "a", {"v": 1}, 0)], [("s", _event("a"))])
         assert caught.value.code.value == "DATABASE_TABLE_MISSING"
+    finally:
+        await store.close()
+
+
+async def test_a_commit_on_the_loop_never_waits_for_a_lock_held_elsewhere(tmp_path: Path) -> None:
+    """With another connection holding the file's write lock, a commit and a transaction
+    that would run on the event loop's connection go to the commit thread instead: the
+    loop goes on meanwhile, nothing is half written, and both land once the lock is free."""
+    path = tmp_path / "plangate.db"
+    store = await Store.open(f"sqlite:///{path}")
+    writer = store.writer
+    assert isinstance(writer, SqliteWriter) and writer.on_loop
+    try:
+        await commit(store, [Put("doc", "warm", {"v": 0}, 0)], [])
+        on_loop = writer.loop_commits
+        assert on_loop >= 1
+
+        async def two_puts(tx: Any) -> int:
+            await tx.put("doc", "a", {"v": 1}, expected_version=0)
+            return await tx.put("doc", "b", {"v": 1}, expected_version=0)
+
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            put = asyncio.ensure_future(
+                commit(store, [Put("doc", "c", {"v": 1}, 0)], [("s", _event("c"))])
+            )
+            run = asyncio.ensure_future(transact(store, two_puts))
+            ticks = 0
+            for _ in range(20):  # the loop keeps running while the lock is held
+                await asyncio.sleep(0.005)
+                ticks += 1
+            assert ticks == 20 and not put.done() and not run.done()
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert await put == [1]
+        assert await run == 1
+        assert writer.loop_commits == on_loop  # both were written in the thread
+        for key in ("a", "b", "c"):
+            document = await store.get("doc", key)
+            assert document is not None and document.data == {"v": 1}
+        # The loop's connection was left outside any transaction: it commits again.
+        await commit(store, [Put("doc", "d", {"v": 1}, 0)], [])
+        assert writer.loop_commits == on_loop + 1
     finally:
         await store.close()
