@@ -314,7 +314,10 @@ def start_server(
     delay: float = 0.0,
     profile: Path | None = None,
     loop: str = "auto",
+    source: Path | None = None,
 ) -> Server:
+    """The bench server in a child process; ``source``: a ``src`` folder whose
+    ``plangate`` it runs instead of the installed one (another checkout, say)."""
     folder.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
@@ -331,9 +334,11 @@ def start_server(
     if profile is not None:
         command += ["--profile", str(profile)]
     command += ["--loop", loop]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}
-    )
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if source is not None:
+        # Ahead of the installed (editable) package on the import path.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     assert process.stdout is not None
     line = process.stdout.readline()
     if not line.startswith("PORT "):

@@ -1,0 +1,79 @@
+"""A served run's CPU on two plangate source trees, side by side, in one run.
+
+    git worktree add /tmp/before main
+    python benchmarks/bench_ab.py /tmp/before/src [--after src] [--shape trivial]
+        [--sessions plangate] [--rounds 16] [--runs 20]
+
+Two bench servers (``served_support``), one per tree, take turns: a round of ``--runs``
+runs on one, then on the other, the order swapped every round. Each round's figure is the
+server process's CPU per run. On a shared machine a neighbour's burst moves a single
+figure by ±30%, so the verdict is the median of the per-round ratios (after / before),
+not a ratio of two totals: a change of a few percent shows only this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+from pathlib import Path
+
+import httpx
+from served_support import SESSIONS, SHAPES, Server, served_run, start_server
+
+WARMUP = 20
+
+
+async def _round(server: Server, client: httpx.AsyncClient, runs: int) -> float:
+    """Server CPU per run over ``runs`` runs, in ms."""
+    before = server.stats()["cpu"]
+    for _ in range(runs):
+        failure = await served_run(client, server.url)
+        assert failure is None, failure
+    return (server.stats()["cpu"] - before) / runs * 1e3
+
+
+async def compare(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = [
+            start_server(args.shape, Path(tmp) / name, args.sessions, source=source.resolve())
+            for name, source in (("before", args.before), ("after", args.after))
+        ]
+        figures: list[list[float]] = [[], []]
+        try:
+            async with httpx.AsyncClient(timeout=120) as client:
+                for server in servers:
+                    for _ in range(WARMUP):
+                        assert await served_run(client, server.url) is None
+                for n in range(args.rounds):
+                    order = (0, 1) if n % 2 == 0 else (1, 0)
+                    for i in order:
+                        figures[i].append(await _round(servers[i], client, args.runs))
+        finally:
+            for server in servers:
+                server.stop()
+    before, after = figures
+    ratios = [a / b for b, a in zip(before, after, strict=True)]
+    print(f"served {args.shape!r} runs on {args.sessions} sessions, server CPU per run:")
+    print(f"  before ({args.before}): median {statistics.median(before):6.2f} ms")
+    print(f"  after  ({args.after}): median {statistics.median(after):6.2f} ms")
+    print(
+        f"  after / before, per round: median {statistics.median(ratios):.3f} "
+        f"(from {min(ratios):.2f} to {max(ratios):.2f} over {args.rounds} rounds)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("before", type=Path, help="the src folder of the baseline tree")
+    parser.add_argument("--after", type=Path, default=Path(__file__).parent.parent / "src")
+    parser.add_argument("--shape", choices=SHAPES, default="trivial")
+    parser.add_argument("--sessions", choices=SESSIONS, default="plangate")
+    parser.add_argument("--rounds", type=int, default=16)
+    parser.add_argument("--runs", type=int, default=20)
+    asyncio.run(compare(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
