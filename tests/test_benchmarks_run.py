@@ -28,6 +28,8 @@ CASES = {
         *("--seconds", "0.5", "--rates", "4", "--clients", "2", "--open", "4", "--spread", "1")
     ],
     "bench_scale.py": ["--servers", "1", "--seconds", "1", "--clients", "2"],
+    # This tree against itself: the two servers, the rounds and the verdict.
+    "bench_ab.py": [str(BENCHMARKS.parent / "src"), "--rounds", "2", "--runs", "2"],
 }
 NEEDS_POSTGRES = {"bench_scale.py"}
 
