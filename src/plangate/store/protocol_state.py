@@ -228,28 +228,28 @@ class ProtocolStateStore:
     ) -> None:
         """One transaction: segment and run documents (each with the version it expects,
         0 = new), journal events, then ``within``. Any ``Conflict`` rolls back all."""
-        written: list[tuple[FreshDocuments[Any], str, Any, BaseModel]] = [
-            (_segments, _segment_key(scope_key, state.segment_id), _dump(state), state)
-            for state, _ in segments
+        # (documents, key, data, value, expected version) of each document written.
+        written: list[tuple[FreshDocuments[Any], str, Any, BaseModel, int]] = [
+            (_segments, _segment_key(scope_key, state.segment_id), _dump(state), state, expected)
+            for state, expected in segments
         ]
-        expected = [version for _, version in segments]
         if run is not None:
-            record, run_expected = run
-            written.append((_runs, _run_key(scope_key, record.run_id), _dump(record), record))
-            expected.append(run_expected)
+            record, expected = run
+            written.append(
+                (_runs, _run_key(scope_key, record.run_id), _dump(record), record, expected)
+            )
         if within is None:
             # Documents and journal rows only: one hop to the commit thread on SQLite.
             puts = [
-                Put(cache.kind, key, data, version)
-                for (cache, key, data, _), version in zip(written, expected, strict=True)
+                Put(cache.kind, key, data, expected) for cache, key, data, _, expected in written
             ]
             versions = await commit(self.store, puts, [(scope_key, event) for event in events])
         else:
 
             async def work(tx: Transaction) -> list[int]:
                 versions = [
-                    await tx.put(cache.kind, key, data, expected_version=version)
-                    for (cache, key, data, _), version in zip(written, expected, strict=True)
+                    await tx.put(cache.kind, key, data, expected_version=expected)
+                    for cache, key, data, _, expected in written
                 ]
                 await tx.append_all(scope_key, events)
                 await within(tx)
@@ -259,7 +259,7 @@ class ProtocolStateStore:
             versions = await transact(self.store, work)
         # What was just written need not be decoded when read back (the frozen models
         # are the values the reads would give).
-        for (cache, key, data, value), version in zip(written, versions, strict=True):
+        for (cache, key, data, value, _), version in zip(written, versions, strict=True):
             cache.learn(self.store, key, version, data, Versioned(value, version))
 
     async def create(

@@ -269,38 +269,29 @@ class SqliteWriter:
         reader = self._here
         assert reader is not None
         conn = reader.connection
-        if self._identity is not None:
-            self._identity.check()
-        if isinstance(task, _Run):
-            # Made before BEGIN: SQLAlchemy's first connection to it rolls back.
-            engine = self._engine_here(conn)
-            if not _begin(conn):  # another connection writes: wait for it in the thread
-                return False, None
-            # ``after_commit`` closes SQLAlchemy's connection, if the work opened one,
-            # after COMMIT (or ROLLBACK): closing it first would roll back.
-            with ExitStack() as after_commit:
-                try:
-                    # Nobody else can commit now: this is the header the last commit left.
-                    before = reader.wal.header()
+        self.check_file()
+        # Made before BEGIN: SQLAlchemy's first connection to it rolls back.
+        engine = self._engine_here(conn) if isinstance(task, _Run) else None
+        if not _begin(conn):  # another connection writes: wait for it in the thread
+            return False, None
+        # ``after_commit`` closes SQLAlchemy's connection, if the work opened one, after
+        # COMMIT (or ROLLBACK): closing it first would roll back.
+        with ExitStack() as after_commit:
+            try:
+                # Nobody else can commit now: this is the header the last commit left.
+                before = reader.wal.header()
+                if isinstance(task, _Commit):
+                    result = _apply(conn, task)
+                    written = [(kind, key) for kind, key, _, _ in task.documents]
+                else:
+                    assert engine is not None
                     connection = SyncConnection(conn, engine, after_commit)
                     result = _drive(task.work(SqliteTransaction(connection)))
-                    flushed = _commit(conn)
-                except BaseException:
-                    _roll_back(conn)
-                    raise
-            written = None  # not known: every document
-        else:
-            # The common case, written out: a context manager costs as much as a statement.
-            if not _begin(conn):
-                return False, None
-            try:
-                before = reader.wal.header()
-                result = _apply(conn, task)
+                    written = None  # not known: every document
                 flushed = _commit(conn)
             except BaseException:
                 _roll_back(conn)
                 raise
-            written = [(kind, key) for kind, key, _, _ in task.documents]
         after = reader.wal.header()
         reader.own.committed(before, after, written)
         slow = self._slow
@@ -410,8 +401,7 @@ class SqliteWriter:
 
     def _transaction(self, work: Callable[[], T]) -> T:
         """``work()`` between ``BEGIN IMMEDIATE`` and ``COMMIT``; rolled back if it raises."""
-        if self._identity is not None:
-            self._identity.check()  # before BEGIN: nothing is written to a vanished file
+        self.check_file()  # before BEGIN: nothing is written to a vanished file
         result = _committed(self._conn, work)
         self.transactions += 1
         return result
@@ -436,8 +426,7 @@ class SqliteWriter:
         return _apply(self._conn, task)
 
     def _run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
-        if self._identity is not None:
-            self._identity.check()
+        self.check_file()
         if self._engine is None:
             self._engine = _sync_engine(self._conn)
         result = _run_committed(self._engine, self._conn, work)
