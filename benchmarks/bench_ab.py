@@ -15,51 +15,40 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
 from pathlib import Path
 
 import httpx
-from served_support import SESSIONS, SHAPES, Server, served_run, start_server
+from served_support import SESSIONS, SHAPES, Tally, served_round, served_run, start_server
 
 WARMUP = 20
 
 
-async def _round(server: Server, client: httpx.AsyncClient, runs: int) -> float:
-    """Server CPU per run over ``runs`` runs, in ms."""
-    before = server.stats()["cpu"]
-    for _ in range(runs):
-        failure = await served_run(client, server.url)
-        assert failure is None, failure
-    return (server.stats()["cpu"] - before) / runs * 1e3
-
-
 async def compare(args: argparse.Namespace) -> None:
+    tallies = [Tally(f"before ({args.before})"), Tally(f"after ({args.after})")]
     with tempfile.TemporaryDirectory() as tmp:
         servers = [
             start_server(args.shape, Path(tmp) / name, args.sessions, source=source.resolve())
             for name, source in (("before", args.before), ("after", args.after))
         ]
-        figures: list[list[float]] = [[], []]
         try:
             async with httpx.AsyncClient(timeout=120) as client:
                 for server in servers:
                     for _ in range(WARMUP):
                         assert await served_run(client, server.url) is None
                 for n in range(args.rounds):
-                    order = (0, 1) if n % 2 == 0 else (1, 0)
-                    for i in order:
-                        figures[i].append(await _round(servers[i], client, args.runs))
+                    for i in (0, 1) if n % 2 == 0 else (1, 0):
+                        await served_round(tallies[i], args.runs, servers[i], client)
         finally:
             for server in servers:
                 server.stop()
-    before, after = figures
-    ratios = [a / b for b, a in zip(before, after, strict=True)]
+    before, after = tallies
+    ratios = [a / b for a, b in zip(after.cpu, before.cpu, strict=True)]
     print(f"served {args.shape!r} runs on {args.sessions} sessions, server CPU per run:")
-    print(f"  before ({args.before}): median {statistics.median(before):6.2f} ms")
-    print(f"  after  ({args.after}): median {statistics.median(after):6.2f} ms")
+    print(before.line(None))
+    print(after.line(None))
     print(
-        f"  after / before, per round: median {statistics.median(ratios):.3f} "
+        f"  after / before, per round: median {after.over(before):.3f} "
         f"(from {min(ratios):.2f} to {max(ratios):.2f} over {args.rounds} rounds)"
     )
 

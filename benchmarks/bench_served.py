@@ -38,13 +38,11 @@ standard library's loop and h11, which ``asyncio`` forces.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -52,7 +50,7 @@ from served_support import (
     LOOPS,
     SESSIONS,
     SHAPES,
-    Server,
+    Tally,
     bare_run,
     bare_runner,
     count_sqlite_statements,
@@ -60,6 +58,7 @@ from served_support import (
     plangate_runner,
     quiet_adk_logs,
     run_on,
+    served_round,
     served_run,
     start_server,
     statements,
@@ -69,47 +68,6 @@ from plangate.adk.run_config import run_config
 from plangate.adk.session import PlanSession
 
 WARMUP = 5
-
-
-@dataclass
-class Tally:
-    """What the runs of one row cost, round by round."""
-
-    name: str
-    cpu: list[float] = field(default_factory=list)
-    """CPU per run, one figure per round."""
-    walls: list[float] = field(default_factory=list)
-    sql: Counter[str] = field(default_factory=Counter)
-    steps: int = 0
-    runs: int = 0
-
-    def add(self, runs: int, cpu: float, walls: list[float], sql: Counter[str], steps: int) -> None:
-        self.cpu.append(cpu / runs)
-        self.walls.extend(walls)
-        self.sql.update(+sql)
-        self.steps += steps
-        self.runs += runs
-
-    @property
-    def cpu_ms(self) -> float:
-        # The median round: the machine is shared, and a neighbour's burst lands in one.
-        return statistics.median(self.cpu) * 1e3
-
-    def over(self, base: Tally) -> float:
-        """CPU over ``base``'s: the median of the ratios of rounds run side by side, so
-        that a burst of a neighbour's, which moves one round of both, cancels out."""
-        return statistics.median(a / b for a, b in zip(self.cpu, base.cpu, strict=True))
-
-    def line(self, base: Tally | None) -> str:
-        ratio = f"{self.over(base):5.1f}x" if base is not None else "     "
-        sql_total = sum(self.sql.values()) / self.runs
-        steps = self.steps / self.runs
-        kinds = " ".join(f"{k} {v / self.runs:.1f}" for k, v in sorted(self.sql.items()))
-        return (
-            f"  {self.name:<36} cpu {self.cpu_ms:7.2f} ms {ratio}  wall p50 "
-            f"{statistics.median(self.walls) * 1e3:7.2f} ms  steps {steps:3.1f}  "
-            f"SQL/run {sql_total:5.1f} ({kinds or '-'})  SQL/step {sql_total / steps:4.1f}"
-        )
 
 
 async def _local_round(tally: Tally, runs: int, run: Callable[[], Awaitable[None]]) -> None:
@@ -125,22 +83,6 @@ async def _local_round(tally: Tally, runs: int, run: Callable[[], Awaitable[None
     sql = Counter(statements)
     sql.subtract(sql_before)
     tally.add(runs, cpu, walls, sql, model_calls[0] - calls_before)
-
-
-async def _served_round(tally: Tally, runs: int, server: Server, client: httpx.AsyncClient) -> None:
-    """Runs over HTTP: the server process's CPU time and counters."""
-    before = server.stats()
-    walls: list[float] = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        failure = await served_run(client, server.url)
-        walls.append(time.perf_counter() - start)
-        assert failure is None, failure
-    after = server.stats()
-    sql = Counter(after["statements"])
-    sql.subtract(Counter(before["statements"]))
-    steps = after["model_calls"] - before["model_calls"]
-    tally.add(runs, after["cpu"] - before["cpu"], walls, sql, steps)
 
 
 async def compare(
@@ -187,7 +129,7 @@ async def compare(
             for _ in range(rounds):
                 await _local_round(tallies[0], per_round, bare_once)
                 await _local_round(tallies[1], per_round, local_once)
-                await _served_round(tallies[2], per_round, server, client)
+                await served_round(tallies[2], per_round, server, client)
                 await _local_round(tallies[3], per_round, bare_same_telemetry_once)
     finally:
         server.stop()

@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 import threading
@@ -22,7 +23,7 @@ import uuid
 import warnings
 from collections import Counter
 from collections.abc import AsyncGenerator, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -379,6 +380,63 @@ async def served_run(client: httpx.AsyncClient, url: str) -> str | None:
     if '"RUN_FINISHED"' not in last:
         return f"ended with {last[:200]}"
     return None
+
+
+@dataclass
+class Tally:
+    """What the runs of one row cost, round by round."""
+
+    name: str
+    cpu: list[float] = field(default_factory=list)
+    """CPU per run, one figure per round."""
+    walls: list[float] = field(default_factory=list)
+    sql: Counter[str] = field(default_factory=Counter)
+    steps: int = 0
+    runs: int = 0
+
+    def add(self, runs: int, cpu: float, walls: list[float], sql: Counter[str], steps: int) -> None:
+        self.cpu.append(cpu / runs)
+        self.walls.extend(walls)
+        self.sql.update(+sql)
+        self.steps += steps
+        self.runs += runs
+
+    @property
+    def cpu_ms(self) -> float:
+        # The median round: the machine is shared, and a neighbour's burst lands in one.
+        return statistics.median(self.cpu) * 1e3
+
+    def over(self, base: Tally) -> float:
+        """CPU over ``base``'s: the median of the ratios of rounds run side by side, so
+        that a burst of a neighbour's, which moves one round of both, cancels out."""
+        return statistics.median(a / b for a, b in zip(self.cpu, base.cpu, strict=True))
+
+    def line(self, base: Tally | None) -> str:
+        ratio = f"{self.over(base):5.1f}x" if base is not None else "     "
+        sql_total = sum(self.sql.values()) / self.runs
+        steps = self.steps / self.runs
+        kinds = " ".join(f"{k} {v / self.runs:.1f}" for k, v in sorted(self.sql.items()))
+        return (
+            f"  {self.name:<36} cpu {self.cpu_ms:7.2f} ms {ratio}  wall p50 "
+            f"{statistics.median(self.walls) * 1e3:7.2f} ms  steps {steps:3.1f}  "
+            f"SQL/run {sql_total:5.1f} ({kinds or '-'})  SQL/step {sql_total / steps:4.1f}"
+        )
+
+
+async def served_round(tally: Tally, runs: int, server: Server, client: httpx.AsyncClient) -> None:
+    """Runs over HTTP: the server process's CPU time and counters."""
+    before = server.stats()
+    walls: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        failure = await served_run(client, server.url)
+        walls.append(time.perf_counter() - start)
+        assert failure is None, failure
+    after = server.stats()
+    sql = Counter(after["statements"])
+    sql.subtract(Counter(before["statements"]))
+    steps = after["model_calls"] - before["model_calls"]
+    tally.add(runs, after["cpu"] - before["cpu"], walls, sql, steps)
 
 
 def percentile(values: list[float], q: float) -> float:
