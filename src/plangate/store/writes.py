@@ -24,9 +24,10 @@ separate hop to the driver's thread; here the whole transaction is one function:
     ``_LOOP_PAUSE``: a slow disk holds the loop a few times, briefly, and not again,
     while one slow flush (the file's first, say) changes nothing. WAL checkpoints,
     which write the whole log back, always run on the thread, from 1,000 frames in the
-    log (SQLite's own default); commits go on on the loop meanwhile, until the log holds
-    twice that: then they queue behind the checkpoint, so that the log starts over
-    (back-to-back commits would keep it growing). A task committing back to back lets
+    log (SQLite's own default), and the next 1,000 frames later; commits go on on the
+    loop meanwhile, until the log holds twice that: then they queue behind the
+    checkpoint, so that the log starts over (back-to-back commits would keep it
+    growing). A task committing back to back lets
     the others run at least every ``_YIELD_AFTER`` (1 ms), not after every commit: a
     pass through the loop costs an ``epoll_wait``, as much as the commit.
   * Otherwise on the store's commit thread, where commits of several sessions that
@@ -207,6 +208,14 @@ class SqliteWriter:
         """A checkpoint is queued or running."""
         self._log_frames = 0
         """Frames in the log after the last commit on the loop."""
+        self._checkpoint_from = _CHECKPOINT_FRAMES
+        """Frames in the log from which the next checkpoint is queued. A checkpoint that
+        ran while commits went on leaves their frames in the log, which starts over only
+        once one copied all of it: queuing the next one as soon as the last ended kept
+        the thread flushing the disk as often as the loop committed, and each flush of the
+        loop's commits waited on the thread's (half the commit rate)."""
+        self.checkpoints = 0
+        """Checkpoints queued so far."""
         self.transactions = 0
         """Transactions committed so far (a group of commits counts once)."""
         self.loop_commits = 0
@@ -303,12 +312,16 @@ class SqliteWriter:
         self.transactions += 1
         self.loop_commits += 1
         if after is not None:
-            self._log_frames = log_frames(after)
-            due = self._log_frames >= _CHECKPOINT_FRAMES
+            frames = self._log_frames = log_frames(after)
+            if frames < _CHECKPOINT_FRAMES:  # the log started over (or never grew)
+                self._checkpoint_from = _CHECKPOINT_FRAMES
+            due = frames >= self._checkpoint_from
         else:
             due = self.loop_commits % _CHECKPOINT_EVERY == 0
         if due and not self._checkpointing:
             self._checkpointing = True
+            self._checkpoint_from = self._log_frames + _CHECKPOINT_FRAMES
+            self.checkpoints += 1
             self._queue.put(_Job(_Checkpoint(), asyncio.get_running_loop(), None))
         return True, result
 
