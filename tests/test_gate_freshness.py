@@ -15,6 +15,7 @@ from plangate.adk.callbacks import make_gate
 from plangate.adk.options import PlanOptions
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope
+from plangate.plan.session_state import read_stored
 from plangate.plan.transitions import force_enter
 from plangate.policy.effects import Effect, declare_effect
 from plangate.store.schema import documents
@@ -118,3 +119,28 @@ async def test_a_state_read_is_a_copy_the_caller_may_change(database_url: str) -
     state = await session.plan_state()
     state.selection = "tampered"
     assert (await session.plan_state()).selection != "tampered"
+
+
+async def test_a_state_committed_here_is_read_back_as_written(database_url: str) -> None:
+    """The state a commit wrote is what the next load gives, without decoding the row
+    again on SQLite; a state the load would call corrupt is still reported corrupt."""
+    runtime = PlanRuntime(PlanOptions(database_url=database_url), SCOPE.branch)
+    loaded = await runtime.load(SCOPE)
+    planning = loaded.state.model_copy(
+        update={"record": force_enter(None, objective="kept", now=1.0).record, "selection": "plan"}
+    )
+    version = await runtime.commit(SCOPE, loaded, planning)
+    again = await runtime.load(SCOPE)
+    assert again.version == version and again.unreadable is None
+    store = await shared_store(database_url)
+    stored = await store.get("plan_state", SCOPE.key)
+    assert stored is not None
+    assert again.state == read_stored(stored.data, plan_selection="plan")
+    if store.reader is not None:  # SQLite: the committed value itself
+        assert again.state is planning
+    # Plan Mode applied without a record: never written by plangate's own transitions,
+    # and a load reports it corrupt whoever wrote it.
+    contradiction = planning.model_copy(update={"record": None})
+    await runtime.commit(SCOPE, again, contradiction)
+    corrupt = await runtime.load(SCOPE)
+    assert corrupt.unreadable == "Plan Mode is applied but there is no plan record"

@@ -19,6 +19,7 @@ from plangate.plan.session_state import (
     CorruptPlanState,
     PlanSessionState,
     Resolution,
+    contradicts_itself,
     read_stored,
     salvage,
 )
@@ -77,6 +78,10 @@ class PlanRuntime:
         """Set by ``build_runner`` when the options name none, so sessions and plans share
         one database."""
         self._states = FreshDocuments(STATE_KIND, self._decode)
+        self._plan_selection = (
+            options.force_enter_plan_state_value if options.force_enter_plan_state_key else None
+        )
+        """The selection value that means Plan Mode, if selections are mirrored at all."""
         self._store = StoreOfLoop()
 
     async def store(self) -> Store:
@@ -103,14 +108,10 @@ class PlanRuntime:
     def _decode(self, key: str, document: Document | None) -> Loaded:
         if document is None:
             return Loaded(PlanSessionState(), 0)
-        options = self.options
         try:
             if not is_valid_version(document.version):
                 raise CorruptPlanState(f"the row has version {document.version!r}")
-            plan_value = (
-                options.force_enter_plan_state_value if options.force_enter_plan_state_key else None
-            )
-            state = read_stored(document.data, plan_selection=plan_value)
+            state = read_stored(document.data, plan_selection=self._plan_selection)
         except CorruptPlanState as exc:
             log.error("corrupt plan state for %s: %s", key, exc.reason)
             return Loaded(PlanSessionState(), -1, exc.reason, document)
@@ -131,21 +132,27 @@ class PlanRuntime:
         """
         if loaded.unreadable is not None:
             raise ValueError(f"cannot commit over an unreadable plan state ({loaded.unreadable})")
-        puts = [
-            Put(
-                STATE_KIND,
-                scope.key,
-                state.model_dump(mode="json", by_alias=True),
-                max(loaded.version, 0),
-            )
-        ]
+        put = Put(
+            STATE_KIND,
+            scope.key,
+            state.model_dump(mode="json", by_alias=True),
+            max(loaded.version, 0),
+        )
+        puts = [put]
         journaled: list[tuple[str, JournalEvent]] = []
         for transition in transitions:
             if transition.archived is not None:
                 puts.append(_archived(scope, transition.archived))
             journaled.extend((scope.key, event) for event in transition.events)
         journaled.extend((scope.key, event) for event in events)
-        return (await commit(await self.store(), puts, journaled))[0]
+        store = await self.store()
+        version = (await commit(store, puts, journaled))[0]
+        # The next load reads the row back and finds what was just written: it need not
+        # decode it (``state`` is what decoding gives, unless it is one the load would
+        # call corrupt, which it then reports as such).
+        if contradicts_itself(state, plan_selection=self._plan_selection) is None:
+            self._states.learn(store, scope.key, version, put.text, Loaded(state, version))
+        return version
 
     async def reset_corrupt(
         self, scope: PlanScope, loaded: Loaded, *, actor: str, selection: str | None

@@ -176,13 +176,21 @@ def read_stored(data: object, *, plan_selection: str | None = None) -> PlanSessi
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise CorruptPlanState(f"invalid {where}: {first['msg']}") from None
+    contradiction = contradicts_itself(state, plan_selection=plan_selection)
+    if contradiction is not None:
+        raise CorruptPlanState(contradiction)
+    return state
+
+
+def contradicts_itself(state: PlanSessionState, *, plan_selection: str | None) -> str | None:
+    """Why ``state``, valid field by field, is still not one this code writes, or None."""
     # `record: null` is how "no plan yet" is written (an applied Agent selection, an
     # ignored reply, a reset), so it is only corrupt where it contradicts the rest:
     # applying a Plan Mode selection always creates a record, and nothing ever removes
     # one, so a null record under an applied Plan Mode selection was not written here.
     if state.record is None and plan_selection is not None and state.selection == plan_selection:
-        raise CorruptPlanState("Plan Mode is applied but there is no plan record")
-    return state
+        return "Plan Mode is applied but there is no plan record"
+    return None
 
 
 _WITHDRAWN = {

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.pool import StaticPool
 
-from plangate.store.storable import storable_json
 from plangate.store.store import Document
 from plangate.store.wal_index import OwnCommits, Seen, WalIndex
 
@@ -203,14 +202,14 @@ class FreshDocuments(Generic[T]):
             self._entries.popitem(last=False)
         return value
 
-    def learn(self, store: Store, key: str, version: int, data: Any, value: T) -> None:
+    def learn(self, store: Store, key: str, version: int, text: str, value: T) -> None:
         """``value`` is what ``key`` holds at ``version``, as this process just committed
-        it (``data``: what it wrote). The next get still reads the row, and finds it equal
-        to what was written here, so it does not decode it again. Only on a SQLite file,
-        where a row is compared as the text stored."""
+        it (``text``: the JSON it stored). The next get still reads the row, and finds it
+        equal to what was written here, so it does not decode it again. Only on a SQLite
+        file, where a row is compared as the text stored."""
         if store.reader is None:
             return
-        self._entries[key] = ((version, storable_json(data)), value, None)
+        self._entries[key] = ((version, text), value, None)
         self._entries.move_to_end(key)
         if len(self._entries) > _MAX_ENTRIES:
             self._entries.popitem(last=False)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from plangate.journal.events import JournalEvent
 from plangate.store.errors import database_error
-from plangate.store.storable import clean_text, storable_json
+from plangate.store.storable import clean_text
 from plangate.store.store import Conflict, Document
 from plangate.store.writes import journal_row
 
@@ -146,8 +146,7 @@ class PostgresDocuments:
         self, puts: Sequence[Put], events: Sequence[tuple[str, JournalEvent]]
     ) -> list[int]:
         documents = [
-            (clean_text(p.kind), clean_text(p.key), storable_json(p.data), p.expected_version)
-            for p in puts
+            (clean_text(p.kind), clean_text(p.key), p.text, p.expected_version) for p in puts
         ]
         rows = [journal_row(scope, event) for scope, event in events]
         if len(documents) == 1 and documents[0][3] is not None:

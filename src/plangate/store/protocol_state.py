@@ -26,7 +26,7 @@ from plangate.protocol.handoff import ProtocolEvent
 from plangate.store.fresh import FreshDocuments
 from plangate.store.schema import documents
 from plangate.store.store import Conflict, Document, Store, Transaction
-from plangate.store.writes import Put, commit, transact
+from plangate.store.writes import Put, commit, put_in, transact
 
 __all__ = [
     "RUN_KIND",
@@ -123,6 +123,13 @@ def _run_key(scope_key: str, run_id: str) -> str:
 
 def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True)
+
+
+def _written(
+    documents: FreshDocuments[Any], key: str, value: BaseModel, expected: int
+) -> tuple[FreshDocuments[Any], Put, BaseModel]:
+    """A document to write (at ``expected``, 0 = new), beside the value it holds."""
+    return documents, Put(documents.kind, key, _dump(value), expected), value
 
 
 def _decoder(model: type[M]) -> Callable[[str, Document | None], Versioned[M] | None]:
@@ -228,29 +235,22 @@ class ProtocolStateStore:
     ) -> None:
         """One transaction: segment and run documents (each with the version it expects,
         0 = new), journal events, then ``within``. Any ``Conflict`` rolls back all."""
-        # (documents, key, data, value, expected version) of each document written.
-        written: list[tuple[FreshDocuments[Any], str, Any, BaseModel, int]] = [
-            (_segments, _segment_key(scope_key, state.segment_id), _dump(state), state, expected)
+        # (documents, what is written, its decoded value) of each document written.
+        written = [
+            _written(_segments, _segment_key(scope_key, state.segment_id), state, expected)
             for state, expected in segments
         ]
         if run is not None:
             record, expected = run
-            written.append(
-                (_runs, _run_key(scope_key, record.run_id), _dump(record), record, expected)
-            )
+            written.append(_written(_runs, _run_key(scope_key, record.run_id), record, expected))
         if within is None:
             # Documents and journal rows only: one hop to the commit thread on SQLite.
-            puts = [
-                Put(cache.kind, key, data, expected) for cache, key, data, _, expected in written
-            ]
+            puts = [put for _, put, _ in written]
             versions = await commit(self.store, puts, [(scope_key, event) for event in events])
         else:
 
             async def work(tx: Transaction) -> list[int]:
-                versions = [
-                    await tx.put(cache.kind, key, data, expected_version=expected)
-                    for cache, key, data, _, expected in written
-                ]
+                versions = [await put_in(tx, put) for _, put, _ in written]
                 await tx.append_all(scope_key, events)
                 await within(tx)
                 return versions
@@ -259,8 +259,8 @@ class ProtocolStateStore:
             versions = await transact(self.store, work)
         # What was just written need not be decoded when read back (the frozen models
         # are the values the reads would give).
-        for (cache, key, data, value, _), version in zip(written, versions, strict=True):
-            cache.learn(self.store, key, version, data, Versioned(value, version))
+        for (cache, put, value), version in zip(written, versions, strict=True):
+            cache.learn(self.store, put.key, version, put.text, Versioned(value, version))
 
     async def create(
         self,

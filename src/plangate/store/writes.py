@@ -54,6 +54,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
+from functools import cached_property
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -73,7 +74,15 @@ if TYPE_CHECKING:
     from plangate.store.fresh import SqliteReader
     from plangate.store.store import Store
 
-__all__ = ["Put", "SqliteTransaction", "SqliteWriter", "commit", "journal_row", "transact"]
+__all__ = [
+    "Put",
+    "SqliteTransaction",
+    "SqliteWriter",
+    "commit",
+    "journal_row",
+    "put_in",
+    "transact",
+]
 
 T = TypeVar("T")
 
@@ -88,6 +97,11 @@ class Put:
     key: str
     data: Any
     expected_version: int | None
+
+    @cached_property
+    def text(self) -> str:
+        """``data`` as stored: JSON text, cleaned (serialised once, however often asked)."""
+        return storable_json(self.data)
 
 
 _JOURNAL_COLUMNS = (
@@ -235,8 +249,7 @@ class SqliteWriter:
     ) -> list[int]:
         rows = [journal_row(scope, event) for scope, event in events]
         documents = [
-            (clean_text(p.kind), clean_text(p.key), storable_json(p.data), p.expected_version)
-            for p in puts
+            (clean_text(p.kind), clean_text(p.key), p.text, p.expected_version) for p in puts
         ]
         return await self._submit(_Commit(documents, rows))
 
@@ -669,7 +682,7 @@ async def commit(
     if store.postgres is not None:
         return await store.postgres.commit(puts, events)
     async with store.transaction() as tx:
-        versions = [await _put_async(tx, put) for put in puts]
+        versions = [await put_in(tx, put) for put in puts]
         if events:
             await tx.connection.execute(
                 insert(journal), [{"scope": scope, **e.model_dump()} for scope, e in events]
@@ -677,7 +690,8 @@ async def commit(
     return versions
 
 
-async def _put_async(tx: Transaction, put: Put) -> int:
+async def put_in(tx: Transaction, put: Put) -> int:
+    """``put`` in an open transaction; the document's new version."""
     expected = put.expected_version
     if expected is None:
         existing = await tx.get(put.kind, put.key)
