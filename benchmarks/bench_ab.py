@@ -2,13 +2,16 @@
 
     git worktree add /tmp/before main
     python benchmarks/bench_ab.py /tmp/before/src [--after src] [--shape trivial]
-        [--sessions plangate] [--rounds 16] [--runs 20]
+        [--sessions plangate] [--rounds 16] [--runs 20] [--loops auto auto]
 
 Two bench servers (``served_support``), one per tree, take turns: a round of ``--runs``
 runs on one, then on the other, the order swapped every round. Each round's figure is the
 server process's CPU per run. On a shared machine a neighbour's burst moves a single
 figure by ±30%, so the verdict is the median of the per-round ratios (after / before),
 not a ratio of two totals: a change of a few percent shows only this way.
+
+``--loops``: each server's event loop and HTTP parser (``served_support.LOOPS``), to
+compare those on one tree (``asyncio auto``: h11 against httptools, when installed).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import httpx
-from served_support import SESSIONS, SHAPES, Tally, served_round, served_run, start_server
+from served_support import LOOPS, SESSIONS, SHAPES, Tally, served_round, served_run, start_server
 
 WARMUP = 20
 
@@ -28,8 +31,13 @@ async def compare(args: argparse.Namespace) -> None:
     tallies = [Tally(f"before ({args.before})"), Tally(f"after ({args.after})")]
     with tempfile.TemporaryDirectory() as tmp:
         servers = [
-            start_server(args.shape, Path(tmp) / name, args.sessions, source=source.resolve())
-            for name, source in (("before", args.before), ("after", args.after))
+            start_server(
+                args.shape, Path(tmp) / name, args.sessions, loop=loop, source=source.resolve()
+            )
+            for name, source, loop in (
+                ("before", args.before, args.loops[0]),
+                ("after", args.after, args.loops[1]),
+            )
         ]
         try:
             async with httpx.AsyncClient(timeout=120) as client:
@@ -61,6 +69,7 @@ def main() -> None:
     parser.add_argument("--sessions", choices=SESSIONS, default="plangate")
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--loops", nargs=2, choices=LOOPS, default=["auto", "auto"])
     asyncio.run(compare(parser.parse_args()))
 
 

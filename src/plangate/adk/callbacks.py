@@ -177,6 +177,7 @@ async def _sandboxed(tool: Any) -> bool:
 def make_before_model(runtime: PlanRuntime) -> Any:
     history = PlanHistory()
     mirrored = _MirrorCache()
+    prompts = _PromptCache()
 
     async def plangate_before_model(callback_context: Any, llm_request: LlmRequest) -> None:
         scope = scope_of(callback_context, runtime.branch)
@@ -197,7 +198,7 @@ def make_before_model(runtime: PlanRuntime) -> Any:
             ids = _call_ids(llm_request, callback_context, state)
             _canonicalise_replies(llm_request, state, ids)
         _explain_unmatched(llm_request, state, replies)
-        _inject_prompt(runtime, llm_request, state)
+        _inject_prompt(runtime, llm_request, state, prompts)
         return None
 
     return plangate_before_model
@@ -620,13 +621,30 @@ def _answer_dangling_calls(
     llm_request.contents = contents
 
 
-def _inject_prompt(runtime: PlanRuntime, llm_request: LlmRequest, state: PlanSessionState) -> None:
+class _PromptCache:
+    """The plan prompt rendered for the last record seen: a record read from the cache
+    is the same object until the plan changes, so each plan is rendered once."""
+
+    def __init__(self) -> None:
+        self._record: PlanRecord | None = None
+        self._text = ""
+
+    def plan_prompt(self, template: str, record: PlanRecord) -> str:
+        # The template is the runtime's own, the same at every step.
+        if record is not self._record:
+            self._record, self._text = record, render_plan_prompt(template, record)
+        return self._text
+
+
+def _inject_prompt(
+    runtime: PlanRuntime, llm_request: LlmRequest, state: PlanSessionState, prompts: _PromptCache
+) -> None:
     options = runtime.options
     system = _system_text(llm_request)
     record = state.record
     if record is not None and record.is_gate_active():
         if options.inject_prompt and PLAN_MODE_MARKER not in system:
-            llm_request.append_instructions([render_plan_prompt(options.plan_prompt, record)])
+            llm_request.append_instructions([prompts.plan_prompt(options.plan_prompt, record)])
         return
     if record is not None and record.is_being_implemented():
         if options.inject_prompt and APPROVED_PLAN_MARKER not in system:

@@ -33,6 +33,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig, ListSessi
 from google.adk.sessions.state import State
 from sqlalchemy import delete, select
 
+from plangate.store.fresh import FreshDocuments
 from plangate.store.schema import documents
 from plangate.store.shared import StoreOfLoop
 from plangate.store.sql import Sql, fetch_all
@@ -93,6 +94,10 @@ def _merged(own: dict[str, Any], app: dict[str, Any], user: dict[str, Any]) -> d
     return state
 
 
+def _as_document(_key: str, document: Document | None) -> Document | None:
+    return document
+
+
 def _state_of(stored: Document | None) -> dict[str, Any]:
     return dict(stored.data) if stored is not None else {}
 
@@ -103,6 +108,9 @@ class StoreSessionService(BaseSessionService):
     def __init__(self, database_url: str | None = None) -> None:
         self.database_url = database_url
         self._stores = StoreOfLoop()
+        self._sessions = FreshDocuments(SESSION_KIND, _as_document)
+        """Session documents as read or appended here: an append reads the row (it must
+        see any other writer's) but decodes it only when another writer changed it."""
 
     async def _store(self) -> Store:
         # Every read and append asks: the store kept for this loop, without resolving
@@ -223,11 +231,12 @@ class StoreSessionService(BaseSessionService):
         puts = [Put(SESSION_KIND, key, data, 0)]
         puts += await self._state_puts(store, app_name, user_id, app_delta, user_delta)
         try:
-            await commit(store, puts, [])
+            [version, *_] = await commit(store, puts, [])
         except Conflict as exc:
             if exc.kind == SESSION_KIND:
                 raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
             raise
+        self._sessions.learn(store, key, version, puts[0].text, Document(data, version))
         created = await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
         assert created is not None
         return created
@@ -239,7 +248,7 @@ class StoreSessionService(BaseSessionService):
         event = self._trim_temp_delta_state(event)
         store = await self._store()
         key = _session_key(session.app_name, session.user_id, session.id)
-        stored = await store.get(SESSION_KIND, key)
+        stored = await self._sessions.get(store, key)
         if stored is None:
             raise ValueError(f"session {session.id!r} not found")
         data = stored.data
@@ -256,8 +265,9 @@ class StoreSessionService(BaseSessionService):
             "last_update_time": max(time.time(), data["last_update_time"] + 1e-6),
             "events": position + 1,
         }
+        written = Put(SESSION_KIND, key, updated, stored.version)
         puts = [
-            Put(SESSION_KIND, key, updated, stored.version),
+            written,
             Put(
                 EVENT_KIND,
                 _event_key(key, position),
@@ -269,10 +279,11 @@ class StoreSessionService(BaseSessionService):
             store, session.app_name, session.user_id, app_delta, user_delta
         )
         try:
-            await commit(store, puts, [])
+            [version, *_] = await commit(store, puts, [])
         except Conflict:
             # Another writer appended since this session object was read.
             raise StaleSessionError(_STALE) from None
+        self._sessions.learn(store, key, version, written.text, Document(updated, version))
         self._commit_event_to_session(session, event)
         session.last_update_time = updated["last_update_time"]
         return event
