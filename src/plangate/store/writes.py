@@ -325,8 +325,9 @@ class SqliteWriter:
         self.transactions += 1
         self.loop_commits += 1
         if after is not None:
-            frames = self._log_frames = log_frames(after)
-            if frames < _CHECKPOINT_FRAMES:  # the log started over (or never grew)
+            previous, frames = self._log_frames, log_frames(after)
+            self._log_frames = frames
+            if frames < previous or frames < _CHECKPOINT_FRAMES:  # the log started over
                 self._checkpoint_from = _CHECKPOINT_FRAMES
             due = frames >= self._checkpoint_from
         else:
