@@ -115,6 +115,38 @@ def test_refusals(database_url: str, make_service: Factory) -> None:
     asyncio.run(main())
 
 
+def test_each_read_is_a_session_of_its_own(database_url: str, make_service: Factory) -> None:
+    """A caller may change the events of the session it read: the next read gives the
+    stored ones. A session deleted and created again under its id has only its own."""
+
+    async def main() -> None:
+        service = make_service(database_url)
+        session = await service.create_session(app_name="app", user_id="u", session_id="own")
+        for n in range(3):
+            await service.append_event(session, _event("user", f"said {n}"))
+        first = await service.get_session(app_name="app", user_id="u", session_id="own")
+        assert first is not None
+        first.events[0].content.parts[0].text = "changed by a caller"  # type: ignore[index,union-attr]
+        first.events.pop()
+        second = await service.get_session(app_name="app", user_id="u", session_id="own")
+        assert second is not None
+        texts = [e.content.parts[0].text for e in second.events]  # type: ignore[index,union-attr]
+        assert texts == ["said 0", "said 1", "said 2"]
+        assert second.events[1] is not first.events[1]
+        # Deleted and created again by another service (another process, say).
+        other = make_service(database_url)
+        await other.delete_session(app_name="app", user_id="u", session_id="own")
+        again = await other.create_session(app_name="app", user_id="u", session_id="own")
+        await other.append_event(again, _event("user", "new life"))
+        third = await service.get_session(app_name="app", user_id="u", session_id="own")
+        assert third is not None
+        assert [e.content.parts[0].text for e in third.events] == ["new life"]  # type: ignore[index,union-attr]
+        await _close(other)
+        await _close(service)
+
+    asyncio.run(main())
+
+
 def test_list_and_delete(database_url: str, make_service: Factory) -> None:
     async def main() -> None:
         service = make_service(database_url)

@@ -33,6 +33,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig, ListSessi
 from google.adk.sessions.state import State
 from sqlalchemy import delete, select
 
+from plangate.adk.decoded_events import DecodedEvents
 from plangate.store.fresh import FreshDocuments
 from plangate.store.schema import documents
 from plangate.store.shared import StoreOfLoop
@@ -109,6 +110,7 @@ class StoreSessionService(BaseSessionService):
         self.database_url = database_url
         self._stores = StoreOfLoop()
         self._sessions = FreshDocuments(SESSION_KIND, _as_document)
+        self._decoded = DecodedEvents()
         """Session documents as read or appended here: an append reads the row (it must
         see any other writer's) but decodes it only when another writer changed it."""
 
@@ -193,18 +195,17 @@ class StoreSessionService(BaseSessionService):
     async def _state(store: Store, kind: str, key: str) -> dict[str, Any]:
         return _state_of(await store.get(kind, key))
 
-    @staticmethod
-    async def _events(store: Store, session_key: str) -> list[Event]:
+    async def _events(self, store: Store, session_key: str) -> list[Event]:
         bounds = {"kind": EVENT_KIND, "low": session_key + "#", "high": session_key + "$"}
 
         async def read(conn: Any) -> list[tuple[Any, ...]]:
             return await fetch_all(conn, _EVENTS, bounds)
 
-        # JSON text (sqlite3, asyncpg) is parsed by pydantic directly.
-        return [
-            Event.model_validate_json(data) if isinstance(data, str) else Event.model_validate(data)
-            for (data,) in await store.read(read)
-        ]
+        rows = [data for (data,) in await store.read(read)]
+        if all(isinstance(data, str) for data in rows):  # JSON text: sqlite3, asyncpg
+            return self._decoded.events(session_key, rows)
+        # Decoded already (SQLAlchemy's JSON type, when the reader was busy).
+        return [Event.model_validate(data) for data in rows]
 
     # -- writes ---------------------------------------------------------------------
 
@@ -311,6 +312,7 @@ class StoreSessionService(BaseSessionService):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         store = await self._store()
         key = _session_key(app_name, user_id, session_id)
+        self._decoded.forget(key)
         async with store.transaction() as tx:
             await tx.connection.execute(
                 delete(documents).where(
