@@ -20,6 +20,7 @@ CASES = {
     "bench_store.py": ["--commits", "16"],
     "bench_protocol.py": ["--calls", "200", "--commits", "20"],
     "bench_scope.py": ["--n", "20"],
+    "bench_thread.py": ["--turns", "3"],
     "bench_telemetry.py": ["--calls", "50"],
     "bench_sandbox.py": ["--calls", "2"],
     "bench_event_loop.py": ["--seconds", "1"],
