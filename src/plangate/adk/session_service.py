@@ -110,9 +110,10 @@ class StoreSessionService(BaseSessionService):
         self.database_url = database_url
         self._stores = StoreOfLoop()
         self._sessions = FreshDocuments(SESSION_KIND, _as_document)
-        self._decoded = DecodedEvents()
         """Session documents as read or appended here: an append reads the row (it must
         see any other writer's) but decodes it only when another writer changed it."""
+        self._decoded = DecodedEvents()
+        """Events as decoded here, handed out as copies (``plangate.adk.decoded_events``)."""
 
     async def _store(self) -> Store:
         # Every read and append asks: the store kept for this loop, without resolving

@@ -27,9 +27,9 @@ separate hop to the driver's thread; here the whole transaction is one function:
     log (SQLite's own default), and the next 1,000 frames later; commits go on on the
     loop meanwhile, until the log holds twice that: then they queue behind the
     checkpoint, so that the log starts over (back-to-back commits would keep it
-    growing). A task committing back to back lets
-    the others run at least every ``_YIELD_AFTER`` (1 ms), not after every commit: a
-    pass through the loop costs an ``epoll_wait``, as much as the commit.
+    growing). A task committing back to back lets the others run at least every
+    ``_YIELD_AFTER`` (1 ms), not after every commit: a pass through the loop costs an
+    ``epoll_wait``, as much as the commit.
   * Otherwise on the store's commit thread, where commits of several sessions that
     arrive together share one transaction (group commit: one flush of the disk for
     all), each in a savepoint of its own.
