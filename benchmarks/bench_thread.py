@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_plan import lookup
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -38,13 +39,6 @@ from plangate.adk import PlanOptions, setup_plan
 from plangate.adk.runner import build_runner
 from plangate.adk.session_service import StoreSessionService
 from plangate.models.scripted import ScriptedLlm, call, text
-from plangate.policy.effects import read_only
-
-
-@read_only
-def lookup(key: str) -> dict:
-    """Look a key up."""
-    return {"key": key, "value": len(key)}
 
 
 class Thread:

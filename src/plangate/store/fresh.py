@@ -196,23 +196,22 @@ class FreshDocuments(Generic[T]):
     def _remember(self, key: str, raw: object, document: Document | None, seen: Seen | None) -> T:
         entry = self._entries.get(key)
         value = entry[1] if entry is not None and entry[0] == raw else self._decode(key, document)
+        self._keep(key, raw, value, seen)
+        return value
+
+    def _keep(self, key: str, raw: object, value: T, seen: Seen | None) -> None:
         self._entries[key] = (raw, value, seen)
         self._entries.move_to_end(key)
         if len(self._entries) > _MAX_ENTRIES:
             self._entries.popitem(last=False)
-        return value
 
     def learn(self, store: Store, key: str, version: int, text: str, value: T) -> None:
         """``value`` is what ``key`` holds at ``version``, as this process just committed
         it (``text``: the JSON it stored). The next get still reads the row, and finds it
         equal to what was written here, so it does not decode it again. Only on a SQLite
         file, where a row is compared as the text stored."""
-        if store.reader is None:
-            return
-        self._entries[key] = ((version, text), value, None)
-        self._entries.move_to_end(key)
-        if len(self._entries) > _MAX_ENTRIES:
-            self._entries.popitem(last=False)
+        if store.reader is not None:
+            self._keep(key, (version, text), value, None)
 
     def forget(self, key: str) -> None:
         self._entries.pop(key, None)

@@ -461,21 +461,14 @@ class SqliteWriter:
         return result
 
 
-@dataclass(slots=True)
-class _Flush:
-    seconds: float = 0.0
-    """How long ``COMMIT`` took: the disk's flush."""
-
-
 @contextmanager
-def _begun(conn: sqlite3.Connection) -> Generator[_Flush]:
+def _begun(conn: sqlite3.Connection) -> Generator[None]:
     """A ``BEGIN IMMEDIATE`` transaction on ``conn``, committed when the block ends and
-    rolled back if it raises; the flush it yields is timed at ``COMMIT``."""
+    rolled back if it raises."""
     conn.execute("BEGIN IMMEDIATE")
-    flush = _Flush()
     try:
-        yield flush
-        flush.seconds = _commit(conn)
+        yield
+        conn.execute("COMMIT")
     except BaseException:
         _roll_back(conn)
         raise
