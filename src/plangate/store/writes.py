@@ -582,9 +582,12 @@ class SqliteTransaction(Transaction):
         return Document.from_row(*row) if row is not None else None
 
     async def put(self, kind: str, key: str, data: Any, *, expected_version: int) -> int:
-        return _put(
-            self._raw, clean_text(kind), clean_text(key), storable_json(data), expected_version
-        )
+        return self.put_text(kind, key, storable_json(data), expected_version=expected_version)
+
+    def put_text(self, kind: str, key: str, text: str, *, expected_version: int) -> int:
+        """``put`` of a document already serialised (``Put.text``): a caller that keeps
+        the text for its cache does not serialise it twice."""
+        return _put(self._raw, clean_text(kind), clean_text(key), text, expected_version)
 
     async def append(self, scope: str, entry: JournalEvent) -> int:
         cursor = self._raw.execute(_INSERT_JOURNAL, journal_row(scope, entry))
@@ -690,6 +693,8 @@ async def put_in(tx: Transaction, put: Put) -> int:
     if expected is None:
         existing = await tx.get(put.kind, put.key)
         expected = existing.version if existing is not None else 0
+    if isinstance(tx, SqliteTransaction):
+        return tx.put_text(put.kind, put.key, put.text, expected_version=expected)
     return await tx.put(put.kind, put.key, put.data, expected_version=expected)
 
 
