@@ -7,10 +7,15 @@ import asyncio
 import time
 
 import pytest
+from google.adk.agents import LlmAgent
 from sqlalchemy import insert, text, update
 
+from plangate.adk import PlanOptions, setup_plan
 from plangate.adk.database import prepare_database
+from plangate.adk.runner import build_runner
+from plangate.adk.thread_runs import ThreadRuns
 from plangate.cli.main import main
+from plangate.models.scripted import ScriptedLlm
 from plangate.store.leases import LeaseHeld, RunLeases
 from plangate.store.protocol_state import RUN_KIND
 from plangate.store.recovery import stale_runs, sweep_lease
@@ -249,3 +254,44 @@ async def test_fix_12_3_a_sweep_that_saw_an_expired_lease_loses_to_a_late_heartb
         assert await _interrupted(store) == ("interrupted", 1)
     finally:
         await store.close()
+
+
+async def test_a_sweep_leaves_alone_a_lease_its_own_process_is_still_renewing(
+    database_url: str,
+) -> None:
+    """Under overload the lease keeper's heartbeat can land after the lease's expiry (the
+    file locked by other writers, the machine busy). Another process's sweep cannot tell
+    a slow holder from a dead one and claims the lease; the holder's own sweep can, and
+    must not stop its own live run."""
+    await _seed(database_url, run_written_at=time.time())
+    agent = setup_plan(LlmAgent(name="agent", model=ScriptedLlm()), PlanOptions())
+    runner = build_runner(agent, database_url=database_url, app_name="app")
+    here = ThreadRuns(runner, "user", ttl=30)
+    elsewhere = ThreadRuns(runner, "user", ttl=30)  # another holder: another process
+    lost: list[bool] = []
+    try:
+        lease = await here.start("s1", "inv-1")
+        await here.keep(lease, lambda: lost.append(True))
+        store = (await here.leases()).store
+        await _expire_all(store)  # the heartbeat is late
+        assert await here.sweep() == []
+        assert await _interrupted(store) == ("running", 0)
+        renewed = await (await here.leases()).renew(lease)  # ... and then lands
+        assert renewed is not None
+
+        await _expire_all(store)
+        assert await elsewhere.sweep() == [RUN_KEY]
+        assert await _interrupted(store) == ("interrupted", 1)
+        assert await (await here.leases()).renew(renewed) is None  # the thread is gone
+
+        # A lease no run of this process keeps any more is swept by its own process too.
+        await here.finish(renewed)
+        second = await here.start("s1", "inv-2")
+        await _expire_all(store)
+        assert (await (await here.leases()).expired())[0].run_id == "inv-2"
+        await here.sweep()
+        assert await here.running_elsewhere("s1") is False
+        assert second.run_id == "inv-2" and lost == []
+    finally:
+        here.close()
+        elsewhere.close()

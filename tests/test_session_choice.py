@@ -87,3 +87,26 @@ async def test_a_named_choice_wins(database_url: str, monkeypatch: pytest.Monkey
         _runner(database_url, ScriptedLlm())
     service = adk_session_service(resolve_database_url(database_url))
     await service.db_engine.dispose()
+
+
+async def test_adks_sessions_wait_for_a_busy_file_as_long_as_plangates_store(
+    tmp_path: Any,
+) -> None:
+    """Under load ADK's appends queue behind other commits on the file: its driver's
+    default 5 s would end runs with DATABASE_ERROR while the file is only busy."""
+    from sqlalchemy import text as sql
+
+    from plangate.store.store import Store
+
+    url = resolve_database_url(f"sqlite:///{tmp_path / 'plangate.db'}")
+    await prepare_database(url)
+    service = adk_session_service(url)
+    store = await Store.open(url)
+    try:
+        async with service.db_engine.connect() as adk, store.engine.connect() as ours:
+            theirs = (await adk.execute(sql("PRAGMA busy_timeout"))).scalar()
+            plangates = (await ours.execute(sql("PRAGMA busy_timeout"))).scalar()
+        assert theirs == plangates == 30_000
+    finally:
+        await service.db_engine.dispose()
+        await store.close()

@@ -51,8 +51,12 @@ def build_app(
 
 def adk_session_service(url: str) -> DatabaseSessionService:
     """ADK's ``DatabaseSessionService`` on ``url``, held to plangate's rules for that file."""
-    # Text PostgreSQL refuses (NUL) is cleaned the same way as in plangate's store.
-    service = DatabaseSessionService(db_url=url, json_serializer=storable_json)
+    # Text PostgreSQL refuses (NUL) is cleaned the same way as in plangate's store. On
+    # SQLite a write waits for the file's lock as long as plangate's own do (30 s, not
+    # the driver's 5): under load ADK's appends queue behind each other's commits, and a
+    # run would otherwise end with DATABASE_ERROR while the file was only busy.
+    extra: dict[str, Any] = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
+    service = DatabaseSessionService(db_url=url, json_serializer=storable_json, **extra)
     keep_text_storable(service.db_engine)
     # ADK's own engine writes the sessions: it too must fail if the file is replaced.
     guard_sqlite_file(service.db_engine, url)

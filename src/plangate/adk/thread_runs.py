@@ -108,8 +108,15 @@ class ThreadRuns:
         """Claim expired leases and mark their runs interrupted; returns the run keys.
         Each claim and its marks are one compare-and-set on the lease row as read."""
         leases = await self.leases()
+        keeper = self._keeper
         marked: list[str] = []
         for seen in await leases.expired():
+            if keeper is not None and keeper.keeps(seen):
+                # A run of this very process, still going: its heartbeat is late (a
+                # loaded machine, a file locked by another writer), not gone. Another
+                # process cannot tell the two apart; this one can, and claiming the lease
+                # would stop its own live run.
+                continue
             marked += await sweep_lease(
                 leases.store, seen, actor="plangate", reason=INTERRUPTED_REASON
             )

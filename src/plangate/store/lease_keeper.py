@@ -49,6 +49,16 @@ class LeaseKeeper:
             if held is not None and held[0].run_id == lease.run_id:
                 del self._held[lease.thread_key]
 
+    def keeps(self, lease: Lease) -> bool:
+        """Whether this keeper renews ``lease`` (its thread, run and holder): a run of
+        this process still going on."""
+        with self._lock:
+            held = self._held.get(lease.thread_key)
+        return held is not None and (held[0].run_id, held[0].holder) == (
+            lease.run_id,
+            lease.holder,
+        )
+
     def close(self) -> None:
         self._stop.set()
         thread = self._thread
