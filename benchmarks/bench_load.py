@@ -14,7 +14,9 @@ run is a new thread saying "hello" (one model step, plus the protocol classifier
 3. Open runs: a model that sleeps 1 s per call (like a real one). One run alone, then
    ``--open`` runs started at once, and started evenly over ``--spread`` seconds; the
    added latency is each run's latency minus the single run's. The same at once with the
-   instant model (#11's 200 concurrent threads).
+   instant model (#11's 200 concurrent threads). Beside each "at once" figure, its floor:
+   bare ADK (a ``Runner`` over an ``LlmAgent`` with the same model and tools, on the same
+   kind of sessions; no plangate, no HTTP) running as many at once in this process.
 
 Everything is bounded: a run that takes longer than ``--timeout`` s counts as an error.
 The client shares the machine's cores with the server: on a 2-core box it takes part of
@@ -31,7 +33,17 @@ import time
 from pathlib import Path
 
 import httpx
-from served_support import LOOPS, SESSIONS, percentile, run_on, served_run, start_server
+from served_support import (
+    LOOPS,
+    SESSIONS,
+    bare_run,
+    bare_runner,
+    percentile,
+    quiet_adk_logs,
+    run_on,
+    served_run,
+    start_server,
+)
 
 LIMITS = httpx.Limits(max_connections=2000, max_keepalive_connections=2000)
 
@@ -117,6 +129,30 @@ async def open_runs(url: str, count: int, timeout: float, spread: float = 0.0) -
     )
 
 
+async def bare_open_runs(folder: Path, sessions: str, count: int, delay: float) -> str:
+    """The floor of ``open_runs`` at once: bare ADK, in this process, ``count`` runs
+    started together, each on a new session, beside one run alone."""
+    import gc
+
+    quiet_adk_logs()
+    runner = bare_runner("trivial", folder, sessions, delay=delay)
+
+    async def timed() -> float:
+        start = time.perf_counter()
+        await bare_run(runner)
+        return time.perf_counter() - start
+
+    for _ in range(3):
+        await timed()  # warm-up: imports, the first statements
+    gc.freeze()  # as ``plangate serve`` freezes its startup heap
+    single = statistics.median([await timed() for _ in range(3)])
+    added = [latency - single for latency in await asyncio.gather(*(timed() for _ in range(count)))]
+    return (
+        f"added p50 {statistics.median(added) * 1e3:7.1f} ms  "
+        f"p99 {percentile(added, 0.99) * 1e3:7.1f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -153,6 +189,10 @@ async def measure(args: argparse.Namespace) -> None:
                 if "open" not in args.skip:
                     result = await open_runs(server.url, args.open, args.timeout)
                     print(f"  instant model: {result}")
+                    floor = await bare_open_runs(
+                        Path(tmp) / "bare-instant", args.sessions, args.open, 0.0
+                    )
+                    print(f"    floor, bare ADK in this process, {args.open} at once: {floor}")
             finally:
                 server.stop()
         if "open" not in args.skip:
@@ -163,6 +203,10 @@ async def measure(args: argparse.Namespace) -> None:
                 await fixed_rate(server.url, 5, 1, args.timeout)  # warm-up
                 result = await open_runs(server.url, args.open, args.timeout)
                 print(f"  model waiting 1 s per call: {result}")
+                floor = await bare_open_runs(
+                    Path(tmp) / "bare-waiting", args.sessions, args.open, 1.0
+                )
+                print(f"    floor, bare ADK in this process, {args.open} at once: {floor}")
                 for spread in args.spread:
                     result = await open_runs(server.url, args.open, args.timeout, spread)
                     print(f"  model waiting 1 s per call: {result}")
