@@ -397,3 +397,13 @@ async def test_fix_12_an_editor_and_a_server_never_run_one_thread_at_once(
             await server.release(again)
         finally:
             await store.close()
+
+
+def test_a_prompt_spelling_an_unpaired_surrogate_keeps_it_as_a_replacement() -> None:
+    """An editor's JSON can spell half a surrogate pair: the message is kept with U+FFFD
+    in its place, as every store keeps such text (nothing downstream can encode it)."""
+    from acp import text_block
+
+    assert mapping.prompt_text([text_block("fix \ud800 this"), text_block("x\x00")]) == (
+        "fix \ufffd this\nx\ufffd"
+    )

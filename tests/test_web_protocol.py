@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import jsonpatch
 import pytest
+from ag_ui.core import TextMessageContentEvent
 from google.adk.agents import LlmAgent
 
 from plangate.adk import PlanOptions, setup_plan
@@ -25,7 +26,13 @@ from plangate.adk.runner import build_runner
 from plangate.adk.session import PlanSession
 from plangate.data import DataCatalog
 from plangate.models.scripted import ScriptedLlm, call, text
-from plangate.web.agui import StateKeys, StateMirror, protocol_failure, shared_state
+from plangate.web.agui import (
+    StateKeys,
+    StateMirror,
+    event_text,
+    protocol_failure,
+    shared_state,
+)
 from plangate.web.server import create_app
 from web_support import demo_app, run_input, sse_events, user_message
 
@@ -961,3 +968,65 @@ def test_a_state_delta_patches_only_the_keys_an_event_writes_and_replays_exactly
     client = jsonpatch.apply_patch(client, event.model_dump(by_alias=True)["delta"])
     assert client == stored == mirror.state
     assert mirror.update(json.loads(json.dumps(stored))) is None
+
+
+# -- text no UTF-8 can hold ----------------------------------------------------------------
+
+
+async def test_an_unpaired_surrogate_in_a_message_is_kept_as_a_replacement_character(
+    data_client: Client,
+) -> None:
+    """JSON can spell half of a surrogate pair (``"\\ud800"``), which no store, model or
+    response can encode. Over the wire and through the library alike the message is kept
+    with U+FFFD in its place, as every store keeps such text, and the run goes on to its
+    end: routed, its intent recorded, every event sent."""
+    raw = json.dumps(run_input(THREAD, messages=[user_message("hello \ud800 there")]))
+    assert "\\ud800" in raw
+    response = await data_client.http.post(
+        "/api/agent", content=raw, headers={"content-type": "application/json"}
+    )
+    events = sse_events(response.text)
+    assert_well_formed(events)
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert (await data_client.stored_state())[PROTOCOL]["intent"]["text"] == "hello \ufffd there"
+    stored = await data_client.session().session()
+    assert stored is not None
+    said_by_user = [e.content.parts[0].text for e in stored.events if e.author == "user"]
+    assert said_by_user == ["hello \ufffd there"]
+
+    # A host driving the runner itself hands the text over as it is: routing cleans it.
+    session = await PlanSession.open(data_client.runner, session_id="t-library")
+    async for _ in session.run("again \udc00 here"):
+        pass
+    stored = await session.session()
+    assert stored is not None
+    routed = get_protocol_state(stored, "orchestrator")
+    assert routed["intent"]["text"] == "again \ufffd here"
+    assert routed["run_status"] != "failed"
+
+
+def test_an_event_no_utf8_can_hold_is_sent_with_a_replacement_character() -> None:
+    """A surrogate a tool or a model passed on fails pydantic's JSON serialiser, which
+    would end the stream mid-run; the event is sent with U+FFFD instead."""
+    broken = TextMessageContentEvent(message_id="m", delta="a\ud800b")
+    assert json.loads(event_text(broken))["delta"] == "a\ufffdb"
+    plain = TextMessageContentEvent(message_id="m", delta="ab")
+    assert event_text(plain) == plain.model_dump_json(by_alias=True)
+
+
+async def test_an_answer_spelling_an_unpaired_surrogate_is_recorded_with_a_replacement(
+    client: Client,
+) -> None:
+    [question] = interrupts(await plan_to_question(client))
+    entry = {"interruptId": question["id"], "status": "resolved", "payload": {"answer": "No \udfff"}}
+    raw = json.dumps(run_input(THREAD, resume=[entry]))
+    assert "\\udfff" in raw
+    response = await client.http.post(
+        "/api/agent", content=raw, headers={"content-type": "application/json"}
+    )
+    events = sse_events(response.text)
+    assert_well_formed(events)
+    [approval] = interrupts(events)  # the answer was taken: the plan went on to approval
+    assert approval["reason"] == "plan_approval"
+    kinds = [(e.event.kind, e.event.detail) for e in await client.session().journal()]
+    assert "No \ufffd" in json.dumps(kinds, ensure_ascii=False), kinds

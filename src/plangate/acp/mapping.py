@@ -50,6 +50,7 @@ from plangate.plan.amendments import WAITING_STATUSES
 from plangate.plan.record import PlanRecord, PlanStatus
 from plangate.plan.transitions import plan_steps
 from plangate.result_text import describe_result, summarize_result
+from plangate.store.storable import clean_text
 
 __all__ = [
     "DEFAULT_MODE",
@@ -161,7 +162,9 @@ def unknown_mode_message(value: str) -> str:
 
 def prompt_text(blocks: Sequence[Any]) -> str:
     """The user's message from ACP content blocks: text as is, resources as references
-    (embedded text resources inline). Images and audio are not advertised and skipped."""
+    (embedded text resources inline). Images and audio are not advertised and skipped.
+    An unpaired surrogate or a NUL (a client's broken escape) becomes U+FFFD, as in
+    every store: the message is kept, and nothing downstream refuses or cannot send it."""
     pieces: list[str] = []
     for block in blocks:
         kind = getattr(block, "type", None)
@@ -176,7 +179,7 @@ def prompt_text(blocks: Sequence[Any]) -> str:
                 pieces.append(f'<context uri="{resource.uri}">\n{text}\n</context>')
             else:
                 pieces.append(f"[{resource.uri}]")
-    return "\n".join(p for p in pieces if p).strip()
+    return clean_text("\n".join(p for p in pieces if p).strip())
 
 
 # -- tool calls ---------------------------------------------------------------------------

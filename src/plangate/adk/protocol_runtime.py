@@ -69,6 +69,7 @@ from plangate.store.protocol_state import (
     journal_event,
 )
 from plangate.store.shared import StoreOfLoop
+from plangate.store.storable import clean_text
 from plangate.store.store import Conflict, Store, Transaction
 
 if TYPE_CHECKING:
@@ -144,10 +145,13 @@ def _route_detail(decision: RouteDecision) -> dict[str, Any]:
 
 
 def _user_text(context: Any) -> str:
+    """The message's text, as every store keeps it: an unpaired surrogate (a client's
+    broken escape, undecodable terminal input) or a NUL becomes U+FFFD, so routing and
+    the session intent get a string they can validate and store, and the run goes on."""
     content = getattr(context, "user_content", None)
     if content is None:
         return ""
-    return " ".join(p.text for p in content.parts or [] if p.text).strip()
+    return clean_text(" ".join(p.text for p in content.parts or [] if p.text).strip())
 
 
 def _recent_user_texts(context: Any, limit: int = 2) -> list[str]:
@@ -157,7 +161,7 @@ def _recent_user_texts(context: Any, limit: int = 2) -> list[str]:
     for event in reversed(context.session.events):
         if event.author != "user" or event.invocation_id == current or event.content is None:
             continue
-        text = " ".join(p.text for p in event.content.parts or [] if p.text).strip()
+        text = clean_text(" ".join(p.text for p in event.content.parts or [] if p.text).strip())
         if text:
             texts.append(text)
         if len(texts) >= limit:

@@ -47,6 +47,7 @@ from google.adk.agents import LlmAgent
 from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event
 from google.genai import types
+from pydantic_core import PydanticSerializationError
 
 from plangate.adk.capability import CONFIRMATION_CALL
 from plangate.adk.contract import StreamingMode
@@ -59,11 +60,13 @@ from plangate.agent.todos import todos_state_key
 from plangate.errors import ErrorCode
 from plangate.plan.record import PendingRequest
 from plangate.plan.replies import ReplyError
+from plangate.store.storable import clean_json
 
 __all__ = [
     "BadRunInput",
     "PreparedRun",
     "StateKeys",
+    "event_text",
     "interrupt_for",
     "is_confirmation",
     "lease_lost_event",
@@ -71,6 +74,7 @@ __all__ = [
     "protocol_failure",
     "reply_id",
     "run_events",
+    "send_failed_event",
     "shared_state",
     "stopped_event",
 ]
@@ -645,6 +649,17 @@ class EventTranslator:
         return [TextMessageEndEvent(message_id=message_id)]
 
 
+def event_text(event: BaseEvent) -> str:
+    """An event's JSON, as ``EventEncoder`` writes it (``model_dump_json(by_alias=True)``).
+    A text no UTF-8 can hold -- an unpaired surrogate a tool or a model passed on -- fails
+    that serialiser and would end the stream mid-run: such an event is written through
+    ``json`` instead, the surrogate replaced by U+FFFD as the stores replace it."""
+    try:
+        return event.model_dump_json(by_alias=True)
+    except PydanticSerializationError:
+        return clean_json(json.dumps(event.model_dump(mode="json", by_alias=True)))
+
+
 def sse_frame(event_json: str) -> str:
     """An event's SSE frame from its JSON (``model_dump_json(by_alias=True)``), as AG-UI's
     ``EventEncoder`` writes it: the JSON is made once for the response and the followers."""
@@ -905,6 +920,15 @@ def lease_lost_event() -> RunErrorEvent:
         message="this server lost the thread (its lease could not be renewed in time) and "
         "stopped the run; what was stored is kept -- send the message again to continue",
         code=ErrorCode.RUN_LEASE_LOST,
+        timestamp=_now_ms(),
+    )
+
+
+def send_failed_event() -> RunErrorEvent:
+    return RunErrorEvent(
+        message="the server could not send one of the run's events and stopped streaming "
+        "it; what was stored is kept -- reload the thread to see it",
+        code=ErrorCode.AGENT_ERROR,
         timestamp=_now_ms(),
     )
 

@@ -64,12 +64,15 @@ from plangate.adk.thread_events import READY, Subscription, ThreadEvents, change
 from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
 from plangate.errors import ErrorCode
 from plangate.store.leases import new_holder
+from plangate.store.storable import clean_parameters
 from plangate.web.agui import (
     BadRunInput,
     StateKeys,
+    event_text,
     lease_lost_event,
     prepare_run,
     run_events,
+    send_failed_event,
     sse_frame,
     stopped_event,
 )
@@ -290,10 +293,7 @@ async def _parse_input(request: Request, limit: int) -> RunAgentInput:
     if not _sends_json(request):
         raise BadRunInput("send the RunAgentInput as Content-Type: application/json", status=415)
     body = await _read_body(request, limit)
-    try:
-        data = json.loads(body)
-    except ValueError as exc:
-        raise BadRunInput(f"the body is not valid JSON: {exc}", status=400) from None
+    data = _loads(body)
     if not isinstance(data, dict):
         raise BadRunInput("the body must be a JSON object (a RunAgentInput)", status=400)
     try:
@@ -367,7 +367,7 @@ async def agent(request: Request) -> Response:
         def emit(event: BaseEvent) -> None:
             # To this response, and to whoever follows the thread from any server: one
             # serialisation for both.
-            event_json = event.model_dump_json(by_alias=True)
+            event_json = event_text(event)
             queue.put_nowait(sse_frame(event_json))
             web.publish(thread_id, event_json)
 
@@ -389,6 +389,12 @@ async def agent(request: Request) -> Response:
                 await session.note_stopped(surface="web")
             else:
                 raise  # the server is shutting down
+        except Exception:
+            # ``run_events`` never raises: what fails here is sending an event. The stream
+            # still ends with a terminal event rather than just stopping.
+            logger.exception("could not send an event of the run on thread %s", thread_id)
+            with contextlib.suppress(Exception):
+                emit(send_failed_event())
         finally:
             web.stopping.discard(thread_id)
             # Free the thread before the stream ends: a client that sends its next run
@@ -709,13 +715,20 @@ async def _json_body(request: Request, limit: int) -> dict[str, Any]:
     if not _sends_json(request):
         raise BadRunInput("send Content-Type: application/json", status=415)
     body = await _read_body(request, limit)
-    try:
-        data = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise BadRunInput(f"the body is not valid JSON: {exc}", status=400) from None
+    data = _loads(body or b"{}")
     if not isinstance(data, dict):
         raise BadRunInput("the body must be a JSON object", status=400)
     return data
+
+
+def _loads(body: bytes) -> Any:
+    """A request body's JSON, every text in it cleaned as the stores clean it: JSON may
+    spell an unpaired surrogate (``"\\ud800"``), which no model, store or response can
+    then encode; it becomes U+FFFD, and the request goes on."""
+    try:
+        return clean_parameters(json.loads(body))
+    except ValueError as exc:
+        raise BadRunInput(f"the body is not valid JSON: {exc}", status=400) from None
 
 
 async def _sweep_forever(web: WebState) -> None:
