@@ -8,7 +8,8 @@
 (b) per-turn overhead: the same agent with and without ``setup_plan``, driven through the
     real Runner by a scripted model (one tool call + one answer per turn).
 (c) with ``--long N``: the time spent inside what ``setup_plan`` installed, per turn, at
-    turns 6-15 and in the last 10 of N, with the sessions kept by plangate's session
+    turns 6-15 of a new session and in the last 10 of N of a long one, turn by turn in
+    alternation (so both see the same machine), with the sessions kept by plangate's session
     service and by ADK's ``DatabaseSessionService`` on the same file. With plangate's,
     the session commits are made on the connection the plan state is read on, so a read
     after them is served from the cache; ADK's commit on a connection of their own,
@@ -253,11 +254,18 @@ class HookTimer:
 async def bench_long_session(
     turns: int, folder: Path, state: dict | None, plan_tools: bool = False, sessions: str = "adk"
 ) -> dict[str, float]:
-    """The cost ``setup_plan`` adds per turn, early in a session and after ``turns``.
+    """The cost ``setup_plan`` adds per turn at turns 6-15 of a session and at the last 10
+    of ``turns``, measured side by side.
 
-    ``plan_tools``: the first turn writes the plan with ``update_plan_content``, so from
-    then on every step matches the history's calls and replies to their ids. ``sessions``:
-    who keeps the ADK sessions in the same SQLite file (``build_runner``'s choice)."""
+    One session is driven to ``turns - 10`` turns first. Then a new session's first 15
+    turns and the long one's last 10 alternate, turn by turn, in the same process: the
+    two differ only in the session's length, not in when they ran on a shared machine
+    (measured one after the other, a neighbour's burst lands in one of them).
+
+    ``plan_tools``: the first turn of each session writes the plan with
+    ``update_plan_content``, so from then on every step matches the history's calls and
+    replies to their ids. ``sessions``: who keeps the ADK sessions in the same SQLite
+    file (``build_runner``'s choice)."""
     model = ScriptedLlm()
     agent = setup_plan(LlmAgent(name="agent", model=model, tools=[lookup]), PlanOptions())
     runner = build_runner(
@@ -268,27 +276,39 @@ async def bench_long_session(
     )
     timer = HookTimer()
     timer.install(agent, runner)
-    session = await runner.session_service.create_session(
-        app_name=runner.app_name, user_id="u", state=state
-    )
-    per_turn: list[float] = []
-    for i in range(turns):
-        if i == 5:  # the first turns open the store and build declarations
-            timer.by_hook.clear()
-        if plan_tools and i == 0:
+
+    async def new_session() -> str:
+        created = await runner.session_service.create_session(
+            app_name=runner.app_name, user_id="u", state=state
+        )
+        return created.id
+
+    async def turn(session_id: str, index: int) -> float:
+        if plan_tools and index == 0:
             model.add([call("update_plan_content", content="1. look things up")], [text("ok")])
         else:
             model.add([call("lookup", key="k")], [text("ok")])
         before = timer.total
-        message = types.Content(role="user", parts=[types.Part(text=f"turn {i}")])
-        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+        message = types.Content(role="user", parts=[types.Part(text=f"turn {index}")])
+        async for _ in runner.run_async(user_id="u", session_id=session_id, new_message=message):
             pass
-        per_turn.append(timer.total - before)
-    early = per_turn[5:15]
-    late = per_turn[-10:]
+        return timer.total - before
+
+    long_id = await new_session()
+    for index in range(turns - 10):
+        await turn(long_id, index)
+    timer.by_hook.clear()
+    fresh_id = await new_session()
+    early: list[float] = []
+    late: list[float] = []
+    for index in range(15):
+        spent = await turn(fresh_id, index)
+        if index >= 5:  # the first turns open the store and build declarations
+            early.append(spent)
+            late.append(await turn(long_id, turns - 15 + index))
     print(
         "    per turn by hook: "
-        + ", ".join(f"{k} {v / (turns - 5) * 1e3:.3f} ms" for k, v in sorted(timer.by_hook.items()))
+        + ", ".join(f"{k} {v / 20 * 1e3:.3f} ms" for k, v in sorted(timer.by_hook.items()))
     )
     return {
         "early": min(early),
@@ -305,6 +325,8 @@ def main() -> None:
         "--long", type=int, default=0, help="also time setup_plan's hooks over a session this long"
     )
     args = parser.parse_args()
+    if 0 < args.long < 15:
+        parser.error("--long needs at least 15 turns: it compares turns 6-15 with the last 10")
     # A line logged per model call would land in the timed turns (and flood the output).
     quiet_adk_logs()
     with tempfile.TemporaryDirectory() as tmp:
@@ -341,7 +363,8 @@ def main() -> None:
         print(
             f"(c) setup_plan's own hooks, {name}: turn 6-15 {figures['early'] * 1e3:.3f} ms "
             f"(median {figures['early_median'] * 1e3:.3f}), last 10 of {args.long} "
-            f"{figures['late'] * 1e3:.3f} ms (median {figures['late_median'] * 1e3:.3f}); "
+            f"{figures['late'] * 1e3:.3f} ms (median {figures['late_median'] * 1e3:.3f}, "
+            f"{figures['late_median'] / figures['early_median']:.2f}x); "
             "goal <= 0.3 ms, same early and late"
         )
     if turns is None:

@@ -16,7 +16,7 @@ from conftest import POSTGRES_ENV, require_service
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 CASES = {
-    "bench_plan.py": ["--turns", "2", "--long", "7"],
+    "bench_plan.py": ["--turns", "2", "--long", "15"],
     "bench_store.py": ["--commits", "16"],
     "bench_protocol.py": ["--calls", "200", "--commits", "20"],
     "bench_scope.py": ["--n", "20"],
