@@ -1018,7 +1018,11 @@ async def test_an_answer_spelling_an_unpaired_surrogate_is_recorded_with_a_repla
     client: Client,
 ) -> None:
     [question] = interrupts(await plan_to_question(client))
-    entry = {"interruptId": question["id"], "status": "resolved", "payload": {"answer": "No \udfff"}}
+    entry = {
+        "interruptId": question["id"],
+        "status": "resolved",
+        "payload": {"answer": "No \udfff"},
+    }
     raw = json.dumps(run_input(THREAD, resume=[entry]))
     assert "\\udfff" in raw
     response = await client.http.post(
