@@ -897,10 +897,8 @@ def _reply_error(exc: ReplyError) -> RunErrorEvent:
 
 def stopped_event() -> RunErrorEvent:
     """How a run the user stopped ends."""
-    return RunErrorEvent(
-        message="Stopped by you. Nothing after this point ran; send a message to go on.",
-        code=RUN_STOPPED,
-        timestamp=_now_ms(),
+    return _run_error(
+        RUN_STOPPED, "Stopped by you. Nothing after this point ran; send a message to go on."
     )
 
 
@@ -916,21 +914,23 @@ def _protocol_view(state: dict[str, Any], keys: StateKeys) -> dict[str, Any]:
 
 
 def lease_lost_event() -> RunErrorEvent:
-    return RunErrorEvent(
-        message="this server lost the thread (its lease could not be renewed in time) and "
-        "stopped the run; what was stored is kept -- send the message again to continue",
-        code=ErrorCode.RUN_LEASE_LOST,
-        timestamp=_now_ms(),
+    return _run_error(
+        ErrorCode.RUN_LEASE_LOST,
+        "this server lost the thread (its lease could not be renewed in time) and stopped "
+        "the run; what was stored is kept -- send the message again to continue",
     )
 
 
 def send_failed_event() -> RunErrorEvent:
-    return RunErrorEvent(
-        message="the server could not send one of the run's events and stopped streaming "
-        "it; what was stored is kept -- reload the thread to see it",
-        code=ErrorCode.AGENT_ERROR,
-        timestamp=_now_ms(),
+    return _run_error(
+        ErrorCode.AGENT_ERROR,
+        "the server could not send one of the run's events and stopped streaming it; what "
+        "was stored is kept -- reload the thread to see it",
     )
+
+
+def _run_error(code: ErrorCode, message: str) -> RunErrorEvent:
+    return RunErrorEvent(message=message, code=code.value, timestamp=_now_ms())
 
 
 def protocol_failure(before: dict[str, Any], after: dict[str, Any]) -> RunErrorEvent | None:
