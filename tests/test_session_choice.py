@@ -110,3 +110,44 @@ async def test_adks_sessions_wait_for_a_busy_file_as_long_as_plangates_store(
     finally:
         await service.db_engine.dispose()
         await store.close()
+
+
+@pytest.mark.parametrize("sessions", ["plangate", "adk", None])
+async def test_the_thread_list_titles_each_thread_by_its_first_message(
+    database_url: str, sessions: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever keeps the sessions (``None``: chosen at first use), the list names each
+    thread by its first user message, newest thread first. On plangate's service that
+    title comes from a bounded read of the first events, not from the whole thread."""
+    from google.adk.events import Event, EventActions
+    from google.genai import types
+
+    from plangate.web.threads import thread_list
+
+    monkeypatch.delenv(SESSIONS_ENV_VAR, raising=False)
+    await prepare_database(database_url)
+    model = ScriptedLlm().add([text("one")], [text("two")], [text("three")])
+    runner = _runner(database_url, model, sessions=sessions)
+    first = await _say(runner, "fix the build " + "x" * 90, "t-first")
+    async for _ in first.run("and then the docs"):
+        pass
+    # A thread whose first events carry no user text: an agent's state write, then a reply
+    # to a paused call (a user event without text), then the message.
+    service = runner.session_service
+    quiet = await service.create_session(app_name="choice", user_id="user", session_id="t-q")
+    reply = types.Part(function_response=types.FunctionResponse(name="f", id="c1", response={}))
+    for event in (
+        Event(author="agent", actions=EventActions(state_delta={"k": 1})),
+        Event(author="user", content=types.Content(role="user", parts=[reply])),
+        Event(author="user", content=types.Content(role="user", parts=[types.Part(text=" hi ")])),
+    ):
+        await service.append_event(quiet, event)
+    await _say(runner, "second thread", "t-second")
+    listed = await thread_list(runner, "user", running={"t-second"})
+    assert [(t["threadId"], t["title"], t["running"]) for t in listed] == [
+        ("t-second", "second thread", True),
+        ("t-q", "hi", False),
+        ("t-first", "fix the build " + "x" * 65 + "…", False),
+    ]
+    if sessions == "adk":
+        await service.db_engine.dispose()  # type: ignore[attr-defined]

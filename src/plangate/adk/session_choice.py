@@ -59,6 +59,10 @@ class FirstUseSessionService(BaseSessionService):
         """The service in use, once the first call chose it."""
         return self._chosen
 
+    async def resolved(self) -> BaseSessionService:
+        """The service in use, chosen now if no call chose it yet."""
+        return await self._service()
+
     async def _service(self) -> BaseSessionService:
         if self._chosen is None:
             async with self._lock:

@@ -58,6 +58,12 @@ _EVENTS = Sql(
     "SELECT data FROM plangate_documents WHERE kind = :kind AND key > :low AND key < :high "
     "ORDER BY key"
 )
+_FIRST_EVENTS = Sql(
+    "SELECT data FROM plangate_documents WHERE kind = :kind AND key > :low AND key < :high "
+    "ORDER BY key LIMIT :count"
+)
+_TITLE_SCAN = 20
+"""Events read at most to find a thread's first user message (normally the first)."""
 
 
 def _session_key(app_name: str, user_id: str, session_id: str) -> str:
@@ -188,6 +194,29 @@ class StoreSessionService(BaseSessionService):
                 )
             )
         return ListSessionsResponse(sessions=sessions)
+
+    async def first_user_text(self, *, app_name: str, user_id: str, session_id: str) -> str:
+        """The text of the session's first user message ("" if its first events hold
+        none): what a thread list shows. One bounded read of the first stored events,
+        taken as JSON rather than decoded into ADK events, so it costs the same however
+        long the conversation is -- a list of 50 threads of 200 events each read and
+        decoded them all (~1 s on the event loop)."""
+        store = await self._store()
+        key = _session_key(app_name, user_id, session_id)
+        bounds = {"kind": EVENT_KIND, "low": key + "#", "high": key + "$", "count": _TITLE_SCAN}
+
+        async def read(conn: Any) -> list[tuple[Any, ...]]:
+            return await fetch_all(conn, _FIRST_EVENTS, bounds)
+
+        for (data,) in await store.read(read):
+            event = json.loads(data) if isinstance(data, str) else data
+            if event.get("author") != "user":
+                continue
+            parts = (event.get("content") or {}).get("parts") or []
+            text = " ".join(p["text"] for p in parts if p.get("text")).strip()
+            if text:
+                return text
+        return ""
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         return await self._state(await self._store(), USER_STATE_KIND, _user_key(app_name, user_id))

@@ -18,6 +18,8 @@ from plangate.adk.branches import BRANCH_OF_KEY
 from plangate.adk.protocols import protocol_runtime
 from plangate.adk.scope import PlanScope
 from plangate.adk.session import SYSTEM_AUTHOR, PlanSession
+from plangate.adk.session_choice import FirstUseSessionService
+from plangate.adk.session_service import StoreSessionService
 from plangate.plan.session_state import PlanSessionState
 from plangate.store.store import JournalEntry
 from plangate.web.agui import StateKeys, interrupt_for, is_confirmation, reply_id, shared_state
@@ -220,22 +222,35 @@ def _dumps(value: Any) -> str:
 
 async def thread_list(runner: Runner, user_id: str, *, running: set[str]) -> list[dict[str, Any]]:
     """The user's threads in the database, newest first, each with its first message as a
-    title, its plan status and whether a run is in progress."""
+    title, its plan status and whether a run is in progress.
+
+    On plangate's session service a thread costs two bounded reads here (its state comes
+    with the listing, its title from its first events), however long it is; ADK's service
+    reads each thread whole."""
     service = runner.session_service
+    if isinstance(service, FirstUseSessionService):
+        service = await service.resolved()
     listed = await service.list_sessions(app_name=runner.app_name, user_id=user_id)
     newest = sorted(listed.sessions, key=lambda s: s.last_update_time, reverse=True)
     out: list[dict[str, Any]] = []
     for summary in newest[:THREAD_LIST_LIMIT]:
-        session = await service.get_session(
-            app_name=runner.app_name, user_id=user_id, session_id=summary.id
-        )
-        if session is None:
-            continue
+        if isinstance(service, StoreSessionService):
+            session = summary
+            title = await service.first_user_text(
+                app_name=runner.app_name, user_id=user_id, session_id=summary.id
+            )
+        else:
+            found = await service.get_session(
+                app_name=runner.app_name, user_id=user_id, session_id=summary.id
+            )
+            if found is None:
+                continue
+            session, title = found, _first_user_text(found.events)
         out.append(
             {
                 "threadId": session.id,
                 "updatedAt": session.last_update_time,
-                "title": _first_user_text(session.events),
+                "title": title if len(title) <= 80 else title[:79] + "…",
                 "planStatus": _plan_status(session.state),
                 "branchOf": session.state.get(BRANCH_OF_KEY),
                 "running": session.id in running,
@@ -250,7 +265,7 @@ def _first_user_text(events: list[Any]) -> str:
             continue
         text = " ".join(p.text for p in event.content.parts or [] if p.text).strip()
         if text:
-            return text if len(text) <= 80 else text[:79] + "…"
+            return text
     return ""
 
 
