@@ -61,9 +61,6 @@ class FirstUseSessionService(BaseSessionService):
 
     async def resolved(self) -> BaseSessionService:
         """The service in use, chosen now if no call chose it yet."""
-        return await self._service()
-
-    async def _service(self) -> BaseSessionService:
         if self._chosen is None:
             async with self._lock:
                 if self._chosen is None:
@@ -81,7 +78,7 @@ class FirstUseSessionService(BaseSessionService):
         state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
-        service = await self._service()
+        service = await self.resolved()
         return await service.create_session(
             app_name=app_name, user_id=user_id, state=state, session_id=session_id
         )
@@ -94,7 +91,7 @@ class FirstUseSessionService(BaseSessionService):
         session_id: str,
         config: GetSessionConfig | None = None,
     ) -> Session | None:
-        service = await self._service()
+        service = await self.resolved()
         return await service.get_session(
             app_name=app_name, user_id=user_id, session_id=session_id, config=config
         )
@@ -102,19 +99,19 @@ class FirstUseSessionService(BaseSessionService):
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
-        service = await self._service()
+        service = await self.resolved()
         return await service.list_sessions(app_name=app_name, user_id=user_id)
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        service = await self._service()
+        service = await self.resolved()
         await service.delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        service = await self._service()
+        service = await self.resolved()
         return await service.get_user_state(app_name=app_name, user_id=user_id)
 
     async def append_event(self, session: Session, event: Event) -> Event:
-        service = await self._service()
+        service = await self.resolved()
         return await service.append_event(session, event)
 
     async def flush(self) -> None:
