@@ -46,8 +46,9 @@ from google.adk.tools.base_toolset import BaseToolset
 from google.genai import types
 
 from plangate.adk.boundary import install_boundary
-from plangate.adk.contract import DeclaredOnceFunctionTool, current_branch_events, signed_once
+from plangate.adk.contract import DeclaredOnceFunctionTool, signed_once
 from plangate.adk.protocol_runtime import PROTOCOL_MARKER, ProtocolRuntime
+from plangate.adk.waits import run_waits
 from plangate.policy.effects import Effect, declare_effect
 from plangate.protocol.classifier import (
     ClassificationInput,
@@ -233,13 +234,6 @@ def _llm_agents(agent: BaseAgent) -> Iterator[LlmAgent]:
         yield from _llm_agents(child)
 
 
-def _is_paused(context: Any) -> bool:
-    """The invocation stopped on a long-running call awaiting a human (as ADK decides)."""
-    ctx = context.get_invocation_context()
-    events = current_branch_events(ctx)
-    return any(ctx.should_pause_invocation(event) for event in events[-2:])
-
-
 def _final_answer_id(context: Any, agent_name: str) -> str | None:
     for event in reversed(context.session.events):
         if event.invocation_id != context.invocation_id:
@@ -321,8 +315,10 @@ def _make_callbacks(runtime: ProtocolRuntime, agent: LlmAgent) -> dict[str, Any]
         return LlmResponse(content=_failure_content(message))
 
     async def protocol_after_agent(callback_context: Any) -> types.Content | None:
-        if _is_paused(callback_context):
-            return None
+        from plangate.adk.setup import plan_runtime
+
+        if (await run_waits(callback_context, plan_runtime(agent))).paused:
+            return None  # the run resumes when the human answers; it has not ended
         invocation = callback_context.invocation_id
         finished = await runtime.finish(
             callback_context, _final_answer_id(callback_context, agent.name)
