@@ -665,3 +665,26 @@ async def test_a_stopped_run_answers_the_calls_it_cut_off(database_url: str) -> 
     ]
     assert calls and calls == answered
     assert any(entry.event.kind == "run.stopped" for entry in await session.journal())
+
+
+# -- housekeeping -----------------------------------------------------------------------
+
+
+async def test_plan_locks_are_dropped_once_their_sessions_are_idle(database_url: str) -> None:
+    """A server sees many sessions; the per-plan locks of idle ones must not pile up."""
+    import gc
+
+    from plangate.adk import tools as plan_tools
+
+    model = ScriptedLlm()
+    agent = make_agent(model)
+    runner = build_runner(agent, database_url=database_url, app_name="hitl")
+    for number in range(12):
+        session = await PlanSession.open(
+            runner, session_id=f"many-{number}", state={"agent_mode": "plan"}
+        )
+        model.add(list(TWO_QUESTIONS))
+        await collect(session, "add persistence")
+        assert len(await session.pending()) == 2
+    gc.collect()
+    assert len(plan_tools._locks) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -193,8 +194,9 @@ def _call_id(tool_context: ToolContext) -> str:
 
 # One plan transition at a time per plan in this process: parallel calls of one model
 # step then commit (and mirror) in a definite order. Compare-and-set still guards
-# against writers in other processes.
-_locks: dict[tuple[int, str], asyncio.Lock] = {}
+# against writers in other processes. Held weakly: a lock lives while a call holds or
+# awaits it, so a server that sees many sessions keeps none of theirs once they are idle.
+_locks: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
 
 def _lock(key: str) -> asyncio.Lock:
