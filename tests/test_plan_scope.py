@@ -173,6 +173,35 @@ async def test_an_amendment_approved_with_a_grant_that_does_not_cover_the_call_d
     assert await session.pending() == []
 
 
+async def test_an_amendment_cut_off_by_a_stop_and_answered_elsewhere_resumes_the_run(
+    tmp_path: Path,
+) -> None:
+    """The editor cancels while the amendment is asked (the run is stopped there); the
+    request stays open, and its answer from another surface resumes the run with it."""
+    harness, model, session, workspace = await _planned(tmp_path)
+    ci = ".github/workflows/ci.yml"
+    model.add([call("Write", path=ci, content="on: push\n")])
+    await _approve(harness, session)
+    await session.note_stopped(surface="acp")  # what a cancel in the editor does
+    (request,) = await session.pending()
+    assert request.kind == "amendment"
+
+    elsewhere = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
+    waiting = await elsewhere.submit(PlanSession.approve(request))
+    assert waiting.open == [] and waiting.ready and waiting.message is not None
+    model.add([text("done")])
+    events = await harness.send(waiting.message)
+    assert (workspace / ci).read_text() == "on: push\n"
+    assert tool_results(events, "Write")[-1]["bytes_written"] == 9
+    # The model saw the call's real result, not the pause.
+    seen = [
+        part.function_response.response
+        for part in model.requests[-1].contents[-1].parts or []
+        if part.function_response is not None
+    ]
+    assert seen and all("pending" not in str(r.get("status", "")) for r in seen)
+
+
 async def test_a_refused_amendment_leaves_the_file_untouched(tmp_path: Path) -> None:
     harness, model, session, workspace = await _planned(tmp_path)
     before = (workspace / "README.md").read_text()

@@ -61,6 +61,7 @@ from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
+from plangate.adk.capability import CONFIRMATION_CALL
 from plangate.adk.replies import Awaiting, awaiting, record_replies, replies_in
 from plangate.adk.run_config import run_config as observed_run_config
 from plangate.adk.runner import function_reply
@@ -322,7 +323,7 @@ class PlanSession:
         cut_off = [
             call
             for call in unanswered_calls(session.events)
-            if call.id and call.id not in requests and call.name not in _HUMAN_REQUEST_TOOLS
+            if call.id and not _asks_the_human(call, requests)
         ]
         if cut_off:
             await self.runner.session_service.append_event(
@@ -606,6 +607,18 @@ class PlanSession:
             request.tool_name,
             {"status": "answered", "question_id": request.question_id, "answer": answer},
         )
+
+
+def _asks_the_human(call: types.FunctionCall, requests: set[str]) -> bool:
+    """Whether ``call`` waits for a human: a plan tool, a request in the store, or ADK's
+    confirmation of a call paused for an amendment, an edit review or a policy ask (its
+    request is keyed by the paused call, the confirmation has an id of its own)."""
+    if call.name in _HUMAN_REQUEST_TOOLS or call.id in requests:
+        return True
+    original = (
+        (call.args or {}).get("originalFunctionCall") if call.name == CONFIRMATION_CALL else None
+    )
+    return isinstance(original, dict) and original.get("id") in requests
 
 
 def unanswered_calls(events: list[Event]) -> list[types.FunctionCall]:
