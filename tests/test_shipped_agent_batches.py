@@ -161,3 +161,61 @@ async def test_a_question_beside_other_calls_lets_the_plan_go_on(
     assert (await session.record()).status is PlanStatus.APPROVED
     assert (workspace / "NOTES.md").read_text() == "after\n"
     assert await protocol_status(session) == "completed"
+
+
+async def test_a_sub_agent_beside_a_question_reports_and_the_plan_goes_on(
+    workspace: Path, database_url: str, catalog: DataCatalog
+) -> None:
+    model = shipped_model()
+    session = await open_shipped(workspace, database_url, catalog, model)
+    model.add(
+        [
+            call("spawn_subagent", subagent_type="Explore", prompt="Where is stock reserved?"),
+            call("ask_user_question", question="Round up or down?", options=["up", "down"]),
+        ],
+        [text("inventory/stock.py reserves stock")],  # the sub-agent's answer
+    )
+    events = await collect(session, "round the stock")
+    (report,) = tool_results(events, "spawn_subagent")
+    assert report["text"] == "inventory/stock.py reserves stock"
+    assert [p.kind for p in await session.pending()] == ["question"]
+    assert await protocol_status(session) == "running"
+
+    model.add(
+        [call("update_plan_content", content=PLAN), call("exit_plan_mode")],
+        [call("Write", path="NOTES.md", content="after\n")],
+        [text("Done.")],
+    )
+    events = await answer_all(session)
+    assert [r for r in refusals(events) if "PROTOCOL" in r["error"]] == []
+    assert (workspace / "NOTES.md").read_text() == "after\n"
+    assert await protocol_status(session) == "completed"
+
+
+async def test_two_writes_outside_the_scope_in_one_step_each_wait_and_both_run(
+    workspace: Path, database_url: str, catalog: DataCatalog
+) -> None:
+    model = shipped_model()
+    session = await open_shipped(workspace, database_url, catalog, model)
+    scope = {"write": ["inventory/stock.py"], "commands": ["python -m pytest"]}
+    model.add([call("update_plan_content", content=PLAN, scope=scope), call("exit_plan_mode")])
+    await collect(session, "round the stock")
+    model.add(
+        [
+            call("Write", path="NOTES.md", content="one\n"),
+            call("Write", path="CHANGES.md", content="two\n"),
+        ]
+    )
+    (request,) = await session.pending()
+    waiting = await session.submit(PlanSession.approve(request))
+    await collect(session, waiting.message)
+    asked = await session.pending()
+    assert [p.kind for p in asked] == ["amendment", "amendment"]
+    assert await protocol_status(session) == "running"
+
+    model.add([text("Both written.")])
+    events = await answer_all(session)
+    assert refusals(events) == []
+    assert (workspace / "NOTES.md").read_text() == "one\n"
+    assert (workspace / "CHANGES.md").read_text() == "two\n"
+    assert await protocol_status(session) == "completed"
