@@ -12,6 +12,7 @@ from typing import Any
 from google.adk.events import Event, EventActions
 from google.adk.tools import BaseTool, ToolContext
 from google.adk.tools.base_toolset import BaseToolset
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 
 from plangate.adk.call_order import in_call_order
@@ -29,7 +30,7 @@ from plangate.plan.record import PlanRecord
 from plangate.plan.transitions import PlanError, Transition
 from plangate.store.store import Conflict
 
-__all__ = ["PlanToolSet"]
+__all__ = ["PlanToolSet", "UpdatePlanContentTool", "make_enter_plan_mode_tool"]
 
 log = logging.getLogger("plangate")
 
@@ -68,76 +69,6 @@ class PlanToolSet(BaseToolset):
 
 
 def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
-    async def enter_plan_mode(objective: str, tool_context: ToolContext) -> dict[str, Any] | None:
-        """Ask the user to enter Plan Mode before starting non-trivial work.
-
-        While in Plan Mode only read-only tools run: explore, clarify with
-        ask_user_question, write the plan with update_plan_content and submit it with
-        exit_plan_mode. The run pauses until the user confirms.
-
-        Args:
-            objective: A short description of what the plan is for.
-        """
-        options = runtime.options
-        key = options.force_enter_plan_state_key
-        async with in_call_order(tool_context):
-            if key and tool_context.state.get(key) == options.force_enter_plan_state_value:
-                return error_result(
-                    ErrorCode.PLAN_MODE_GATE,
-                    "the user selected Plan Mode in the UI, so entry is automatic",
-                    "start exploring with read-only tools or an Explore sub-agent, or "
-                    "ask_user_question",
-                    tool="enter_plan_mode",
-                )
-            return await _pausing(
-                runtime,
-                tool_context,
-                lambda record: transitions.request_enter(
-                    record,
-                    objective=objective,
-                    call_id=_call_id(tool_context),
-                    now=runtime.now(),
-                    branch=runtime.branch,
-                ),
-            )
-
-    async def update_plan_content(
-        tool_context: ToolContext,
-        content: str = "",
-        mode: str = "append",
-        scope: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Write the plan (Markdown) and its scope. The first update moves the plan from
-        exploring to drafting.
-
-        The scope is what the approved plan may do: after approval, writing another
-        file, running another command or using the network pauses for the user.
-
-        Args:
-            content: Plan Markdown to add, or the whole plan when mode is "replace".
-                May be empty when only the scope changes.
-            mode: "append" (default) adds to the plan; "replace" replaces it.
-            scope: Replaces the plan's scope, e.g. {"write": ["inventory/stock.py",
-                "tests/"], "commands": ["python -m pytest"], "network": false}.
-                "write" takes workspace-relative paths or globs ("src/**/*.py",
-                "docs/" for a folder); "commands" takes command prefixes.
-        """
-        async with in_call_order(tool_context):
-            applied = await _apply(
-                runtime,
-                tool_context,
-                lambda record: transitions.update_content(
-                    record, content=content, mode=mode, now=runtime.now(), scope=scope
-                ),
-            )
-            if not isinstance(applied, Transition):
-                return applied
-            # Carried by this call's result event, so a UI streaming the run sees the
-            # draft grow; when a plan call of the same step commits later, the runner
-            # plugin brings the value level with the store as the event is appended.
-            tool_context.state[runtime.state_key] = applied.record.dump()
-            return applied.result
-
     async def exit_plan_mode(
         tool_context: ToolContext, summary: str | None = None
     ) -> dict[str, Any] | None:
@@ -181,11 +112,105 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
             )
 
     return [
-        DeclaredOnceLongRunningTool(enter_plan_mode),
-        DeclaredOnceFunctionTool(update_plan_content),
+        make_enter_plan_mode_tool(runtime),
+        UpdatePlanContentTool(runtime),
         DeclaredOnceLongRunningTool(exit_plan_mode),
         DeclaredOnceLongRunningTool(ask_user_question),
     ]
+
+
+def make_enter_plan_mode_tool(runtime: PlanRuntime) -> LongRunningFunctionTool:
+    """``enter_plan_mode`` bound to ``runtime``: a valid call opens an entry request and
+    pauses the run until the user confirms; an invalid one returns an error result.
+
+    ``PlanToolSet`` mounts it; build it yourself only to compose your own toolset over a
+    runtime ``setup_plan`` mounted (``plan_runtime(agent)``).
+    """
+
+    async def enter_plan_mode(objective: str, tool_context: ToolContext) -> dict[str, Any] | None:
+        """Ask the user to enter Plan Mode before starting non-trivial work.
+
+        While in Plan Mode only read-only tools run: explore, clarify with
+        ask_user_question, write the plan with update_plan_content and submit it with
+        exit_plan_mode. The run pauses until the user confirms.
+
+        Args:
+            objective: A short description of what the plan is for.
+        """
+        options = runtime.options
+        key = options.force_enter_plan_state_key
+        async with in_call_order(tool_context):
+            if key and tool_context.state.get(key) == options.force_enter_plan_state_value:
+                return error_result(
+                    ErrorCode.PLAN_MODE_GATE,
+                    "the user selected Plan Mode in the UI, so entry is automatic",
+                    "start exploring with read-only tools or an Explore sub-agent, or "
+                    "ask_user_question",
+                    tool="enter_plan_mode",
+                )
+            return await _pausing(
+                runtime,
+                tool_context,
+                lambda record: transitions.request_enter(
+                    record,
+                    objective=objective,
+                    call_id=_call_id(tool_context),
+                    now=runtime.now(),
+                    branch=runtime.branch,
+                ),
+            )
+
+    return DeclaredOnceLongRunningTool(enter_plan_mode)
+
+
+class UpdatePlanContentTool(DeclaredOnceFunctionTool):
+    """``update_plan_content`` bound to ``runtime``: writes the plan's Markdown (append or
+    replace) and its scope; it never pauses. ``PlanToolSet`` mounts it."""
+
+    def __init__(self, runtime: PlanRuntime) -> None:
+        super().__init__(_update_plan_content(runtime))
+        self.runtime = runtime
+
+
+def _update_plan_content(runtime: PlanRuntime) -> Callable[..., Any]:
+    async def update_plan_content(
+        tool_context: ToolContext,
+        content: str = "",
+        mode: str = "append",
+        scope: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Write the plan (Markdown) and its scope. The first update moves the plan from
+        exploring to drafting.
+
+        The scope is what the approved plan may do: after approval, writing another
+        file, running another command or using the network pauses for the user.
+
+        Args:
+            content: Plan Markdown to add, or the whole plan when mode is "replace".
+                May be empty when only the scope changes.
+            mode: "append" (default) adds to the plan; "replace" replaces it.
+            scope: Replaces the plan's scope, e.g. {"write": ["inventory/stock.py",
+                "tests/"], "commands": ["python -m pytest"], "network": false}.
+                "write" takes workspace-relative paths or globs ("src/**/*.py",
+                "docs/" for a folder); "commands" takes command prefixes.
+        """
+        async with in_call_order(tool_context):
+            applied = await _apply(
+                runtime,
+                tool_context,
+                lambda record: transitions.update_content(
+                    record, content=content, mode=mode, now=runtime.now(), scope=scope
+                ),
+            )
+            if not isinstance(applied, Transition):
+                return applied
+            # Carried by this call's result event, so a UI streaming the run sees the
+            # draft grow; when a plan call of the same step commits later, the runner
+            # plugin brings the value level with the store as the event is appended.
+            tool_context.state[runtime.state_key] = applied.record.dump()
+            return applied.result
+
+    return update_plan_content
 
 
 def _call_id(tool_context: ToolContext) -> str:

@@ -1,5 +1,6 @@
 """The plan core: record, pure transitions, gate and prompts. No I/O, no ADK."""
 
+from plangate.plan.codec import PlanDecodeError, decode_plan, encode_plan, state_key
 from plangate.plan.gate import (
     DEFAULT_READONLY_SUBAGENT_TYPES,
     DEFAULT_READONLY_TOOL_NAMES,
@@ -19,6 +20,7 @@ from plangate.plan.record import (
     PlanStatus,
     Revision,
 )
+from plangate.plan.render import plan_to_task_subjects, render_plan
 from plangate.plan.replies import ReplyError, ReplyErrorCode
 from plangate.plan.transitions import PlanError, ReplyIgnored, Transition
 
@@ -33,6 +35,7 @@ __all__ = [
     "GateDecision",
     "GatePolicy",
     "PendingRequest",
+    "PlanDecodeError",
     "PlanError",
     "PlanQuestion",
     "PlanRecord",
@@ -44,4 +47,9 @@ __all__ = [
     "ToolCall",
     "Transition",
     "decide",
+    "decode_plan",
+    "encode_plan",
+    "plan_to_task_subjects",
+    "render_plan",
+    "state_key",
 ]
