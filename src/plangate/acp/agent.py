@@ -59,7 +59,7 @@ from google.genai import types
 
 import plangate
 from plangate.acp import commands, mapping, requests
-from plangate.acp.listing import CWD_KEY, TITLE_KEY, session_page, title_for
+from plangate.acp.listing import CWD_KEY, TITLE_KEY, session_page, title_for, with_titles
 from plangate.acp.mcp import SessionToolsets, check_servers, start_servers
 from plangate.acp.plan_file import PlanFile
 from plangate.adk.branches import BranchError, fork_session
@@ -67,6 +67,7 @@ from plangate.adk.contract import StreamingMode
 from plangate.adk.database import failure_text
 from plangate.adk.session import PlanSession
 from plangate.adk.thread_runs import LeaseHeld, ThreadRuns
+from plangate.adk.thread_titles import intent_titles
 from plangate.agent.todos import todos_state_key
 from plangate.plan.record import PendingRequest, PlanStatus
 from plangate.plan.replies import ReplyError
@@ -281,12 +282,16 @@ class PlangateAgent:
         listed = await runner.session_service.list_sessions(
             app_name=runner.app_name, user_id=USER_ID
         )
-        return session_page(
+        page = session_page(
             listed.sessions,
             cwd=cwd,
             cursor=cursor,
             default_cwd=str(self.workspace) if self.workspace is not None else None,
         )
+        # The task each session works on names it, once there is one (the first message
+        # named it when it was sent): one read for the page.
+        titles = await intent_titles(runner, USER_ID, [s.session_id for s in page.sessions])
+        return with_titles(page, titles)
 
     async def aclose(self) -> None:
         """Stop the sessions' MCP servers and lease keepers (the connection is gone)."""

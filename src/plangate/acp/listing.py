@@ -1,20 +1,22 @@
 """``session/list``: the stored ADK sessions of this app and user as ACP session infos.
 
 The editor's folder and a title are kept in each session's state when the editor opens
-it (``acp:cwd``) and sends its first message (``acp:title``); the update time is the
-session's own. Newest first, a page at a time, the cursor being the offset.
+it (``acp:cwd``) and sends its first message (``acp:title``); once the protocol runtime
+records the task a session works on (its active intent), that names it instead. The
+update time is the session's own. Newest first, a page at a time, the cursor being the
+offset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from acp import RequestError
 from acp.schema import ListSessionsResponse, SessionInfo
 
-__all__ = ["CWD_KEY", "PAGE_SIZE", "TITLE_KEY", "session_page", "title_for"]
+__all__ = ["CWD_KEY", "PAGE_SIZE", "TITLE_KEY", "session_page", "title_for", "with_titles"]
 
 CWD_KEY = "acp:cwd"
 TITLE_KEY = "acp:title"
@@ -62,3 +64,12 @@ def session_page(
     return ListSessionsResponse(
         sessions=page, next_cursor=str(offset + PAGE_SIZE) if more else None
     )
+
+
+def with_titles(page: ListSessionsResponse, titles: Mapping[str, str]) -> ListSessionsResponse:
+    """``page`` with the sessions named in ``titles`` retitled."""
+    sessions = [
+        s.model_copy(update={"title": titles[s.session_id]}) if s.session_id in titles else s
+        for s in page.sessions
+    ]
+    return page.model_copy(update={"sessions": sessions})

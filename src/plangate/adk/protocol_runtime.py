@@ -232,7 +232,13 @@ class ProtocolRuntime:
         so sessions, plans, protocol state and intents share one database."""
         if self.database_url or self._fallback_url():
             return
-        service = context.get_invocation_context().session_service
+        self.bind_service(context.get_invocation_context().session_service)
+
+    def bind_service(self, service: Any) -> None:
+        """``bind_database`` for a reader outside a run (a thread list) that has the
+        runner's session service at hand."""
+        if self.database_url or self._fallback_url():
+            return
         engine = getattr(service, "db_engine", None)
         if engine is not None:
             self.database_url = engine.url.render_as_string(hide_password=False)
@@ -245,6 +251,18 @@ class ProtocolRuntime:
 
     async def states(self) -> ProtocolStateStore:
         return ProtocolStateStore(await self.store())
+
+    async def intent_texts(
+        self, app_name: str, user_id: str, session_ids: Sequence[str]
+    ) -> dict[str, str]:
+        """Session id -> the text of the task each session works on (its active
+        intent), for the sessions that have one: one read, however many sessions."""
+        keys = {
+            PlanScope(app_name, user_id, sid, self.branch).session_key: sid for sid in session_ids
+        }
+        store = await self.store()
+        texts = await store.read(lambda conn: IntentRepository(conn).active_texts(keys))
+        return {keys[key]: text for key, text in texts.items()}
 
     def classifier(self) -> Classifier | None:
         chosen = self.options.classifier

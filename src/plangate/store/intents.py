@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, select, union_all, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from plangate.errors import ErrorCode
@@ -245,6 +246,36 @@ class IntentRepository:
         own = await self.head(session_key)
         resolved = own if own is not None else await self._lineage_pin(session_key)
         return await self.revision(resolved), own
+
+    async def active_texts(self, session_keys: Collection[str]) -> dict[str, str]:
+        """The intent text each of ``session_keys`` works on, for a listed page of
+        sessions in one statement; a session without an intent is left out.
+
+        A session's own head, else its fork pin. That is what ``resolve`` answers for
+        every branch plangate makes: a fork pins what the parent resolved to then, so a
+        branch without a pin had nothing to inherit up its lineage either."""
+        if not session_keys:
+            return {}
+        keys = list(session_keys)
+        heads = select(
+            intent_heads.c.session_key, intent_heads.c.revision_id.label("revision_id")
+        ).where(intent_heads.c.session_key.in_(keys))
+        pins = select(
+            session_forks.c.session_key, session_forks.c.fork_revision_id.label("revision_id")
+        ).where(
+            session_forks.c.session_key.in_(keys),
+            session_forks.c.fork_revision_id.is_not(None),
+            session_forks.c.session_key.not_in(
+                select(intent_heads.c.session_key).where(intent_heads.c.session_key.in_(keys))
+            ),
+        )
+        resolved = union_all(heads, pins).subquery()
+        rows = await self._conn.execute(
+            select(resolved.c.session_key, intent_revisions.c.text).join(
+                intent_revisions, intent_revisions.c.id == resolved.c.revision_id
+            )
+        )
+        return {key: text for key, text in rows.all()}
 
     async def revisions(self, session_key: str) -> list[IntentRevision]:
         rows = await fetch_all(self._conn, _REVISIONS, {"session_key": session_key})

@@ -20,6 +20,7 @@ from plangate.adk.scope import PlanScope
 from plangate.adk.session import SYSTEM_AUTHOR, PlanSession
 from plangate.adk.session_choice import FirstUseSessionService
 from plangate.adk.session_service import StoreSessionService
+from plangate.adk.thread_titles import clip_title, intent_titles
 from plangate.plan.session_state import PlanSessionState
 from plangate.store.store import JournalEntry
 from plangate.web.agui import StateKeys, interrupt_for, is_confirmation, reply_id, shared_state
@@ -221,36 +222,45 @@ def _dumps(value: Any) -> str:
 
 
 async def thread_list(runner: Runner, user_id: str, *, running: set[str]) -> list[dict[str, Any]]:
-    """The user's threads in the database, newest first, each with its first message as a
-    title, its plan status and whether a run is in progress.
+    """The user's threads in the database, newest first, each with a title, its plan
+    status and whether a run is in progress.
 
-    On plangate's session service a thread costs two bounded reads here (its state comes
-    with the listing, its title from its first events), however long it is; ADK's service
-    reads each thread whole."""
+    A thread's title is the task it works on (its active intent) when the protocol
+    runtime recorded one, else its first message. The intents of the listed page come in
+    one read; on plangate's session service a thread then costs one more bounded read
+    (its state comes with the listing, its first message from its first events) --
+    only when it has no intent -- however long it is. ADK's service reads each thread
+    whole."""
     service = runner.session_service
     if isinstance(service, FirstUseSessionService):
         service = await service.resolved()
     listed = await service.list_sessions(app_name=runner.app_name, user_id=user_id)
     newest = sorted(listed.sessions, key=lambda s: s.last_update_time, reverse=True)
+    page = newest[:THREAD_LIST_LIMIT]
+    intents = await intent_titles(runner, user_id, [s.id for s in page])
     out: list[dict[str, Any]] = []
-    for summary in newest[:THREAD_LIST_LIMIT]:
+    for summary in page:
+        title = intents.get(summary.id)
         if isinstance(service, StoreSessionService):
             session = summary
-            title = await service.first_user_text(
-                app_name=runner.app_name, user_id=user_id, session_id=summary.id
-            )
+            if title is None:
+                title = await service.first_user_text(
+                    app_name=runner.app_name, user_id=user_id, session_id=summary.id
+                )
         else:
             found = await service.get_session(
                 app_name=runner.app_name, user_id=user_id, session_id=summary.id
             )
             if found is None:
                 continue
-            session, title = found, _first_user_text(found.events)
+            session = found
+            if title is None:
+                title = _first_user_text(found.events)
         out.append(
             {
                 "threadId": session.id,
                 "updatedAt": session.last_update_time,
-                "title": title if len(title) <= 80 else title[:79] + "…",
+                "title": clip_title(title),
                 "planStatus": _plan_status(session.state),
                 "branchOf": session.state.get(BRANCH_OF_KEY),
                 "running": session.id in running,
