@@ -30,6 +30,7 @@ from typing import Any
 
 from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.events import Event
+from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
 from google.genai import types
 
@@ -37,6 +38,7 @@ from plangate.adk.capability import CONFIRMATION_CALL, confirmation_reply
 from plangate.adk.replies import paused_calls, record_replies, replies_in
 from plangate.adk.runtime import Loaded, PlanRuntime
 from plangate.adk.scope import PlanScope
+from plangate.adk.step_call_ids import unique_call_ids
 from plangate.plan.gate import PLAN_TOOL_NAMES
 from plangate.plan.replies import ReplyError, ReplyErrorCode, match_reply
 from plangate.plan.session_state import PlanSessionState
@@ -155,6 +157,19 @@ class PlanPlugin(BasePlugin):
         if not changed:
             return None
         return types.Content(role="user", parts=parts)
+
+    async def after_model_callback(
+        self, *, callback_context: Any, llm_response: LlmResponse
+    ) -> LlmResponse | None:
+        """A call whose id another call of the step, or an earlier step, already holds
+        gets an id of its own before ADK builds the step (``step_call_ids``): otherwise one
+        call's result would answer the other. The response is changed in place, so the
+        agent's own after-model callbacks still run."""
+        if llm_response.partial or llm_response.content is None:
+            return None
+        session = callback_context.session
+        unique_call_ids(llm_response.content, session.events)
+        return None
 
 
 def _route(
