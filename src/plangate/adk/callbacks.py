@@ -23,14 +23,16 @@ from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
 from plangate.plan.gate import PLAN_TOOL_NAMES, ToolCall, decide
 from plangate.plan.prompts import (
+    HOST_NOTE_PREFIX,
     PLAN_AWARENESS_MARKER,
     PLAN_MODE_MARKER,
+    mode_switch_note,
     render_plan_prompt,
 )
 from plangate.plan.record import GATE_ACTIVE_STATUSES, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode, match_reply
 from plangate.plan.session_state import PlanSessionState
-from plangate.plan.transitions import ReplyIgnored, Transition
+from plangate.plan.transitions import ModeSwitch, ReplyIgnored, Transition
 from plangate.policy.effects import Effect, effect_of, is_contained
 from plangate.policy.policy_file import Decision, PolicyVerdict
 from plangate.sandbox import Profile, sandbox_status, set_profile, set_scope
@@ -182,7 +184,7 @@ def make_before_model(runtime: PlanRuntime) -> Any:
     async def plangate_before_model(callback_context: Any, llm_request: LlmRequest) -> None:
         scope = scope_of(callback_context, runtime.branch)
         replies = _replies_since_last_step(callback_context)
-        state, readable = await _step_boundary(runtime, scope, callback_context, replies)
+        state, readable, switch = await _step_boundary(runtime, scope, callback_context, replies)
         if readable:  # an unreadable store must not blank the mirror
             _mirror(runtime, state, callback_context, mirrored.dump(scope.key, state))
         # Matching every call and reply of the history is needed only while a decision is
@@ -198,6 +200,8 @@ def make_before_model(runtime: PlanRuntime) -> Any:
             ids = _call_ids(llm_request, callback_context, state)
             _canonicalise_replies(llm_request, state, ids)
         _explain_unmatched(llm_request, state, replies)
+        if switch is not None and _has_stepped(callback_context):
+            _tell_switch(llm_request, switch)
         _inject_prompt(runtime, llm_request, state, prompts)
         return None
 
@@ -209,33 +213,35 @@ async def _step_boundary(
     scope: PlanScope,
     context: Any,
     replies: list[types.FunctionResponse],
-) -> tuple[PlanSessionState, bool]:
+) -> tuple[PlanSessionState, bool, ModeSwitch | None]:
     """Apply, exactly once, what the user did since the last model step: the replies to
     paused calls (several when one step raised several requests), a mode selection, and
     the end of an approved plan whose todos are all done.
 
     Everything here is idempotent by call id, so a lost compare-and-set is retried.
-    Returns the state and whether the store could be read.
+    Returns the state, whether the store could be read, and the user's mode switch the
+    model is to be told of at this step (taken from the state, so it is told once).
     """
     for _ in range(_MAX_ATTEMPTS):
         loaded = await runtime.load(scope)
         if loaded.unreadable:
-            return loaded.state, False
+            return loaded.state, False, None
         if not replies and _nothing_to_apply(runtime, loaded.state, context):
-            return loaded.state, True
+            return loaded.state, True, None
         state = loaded.state.model_copy(deep=True)
         now = runtime.now()
         done, events = apply_replies(runtime, state, replies, now=now)
         _apply_selection(runtime, state, context, done, events, now)
         _finish_if_done(runtime, state, context, done, now)
+        switch = state.take_untold_switch()
         if state == loaded.state:
-            return loaded.state, True
+            return loaded.state, True, None
         try:
             await runtime.commit(scope, loaded, state, done, events)
         except Conflict:
             continue
         await runtime.notify((t.decision for t in done), context.agent_name)
-        return state, True
+        return state, True, switch
     raise RuntimeError(f"plan state for {scope.key} kept changing; gave up after retries")
 
 
@@ -244,7 +250,7 @@ def _nothing_to_apply(runtime: PlanRuntime, state: PlanSessionState, context: An
     requested or written since the last boundary, and no approved plan to finish. (The
     full path below decides the same; this spares it a deep copy at every step.)"""
     record = state.record
-    if record is not None and record.is_being_implemented():
+    if state.untold_switch is not None or (record is not None and record.is_being_implemented()):
         return False
     key = runtime.options.force_enter_plan_state_key
     if not key:
@@ -577,8 +583,24 @@ def _explain_unmatched(
         error = _unmatched(state, reply.name)
         notes.append(f"- {error.code.value}: {error.message}; it was not applied.")
     if notes:
-        text = "[plangate] A reply from the user could not be applied:\n" + "\n".join(notes)
+        header = f"{HOST_NOTE_PREFIX} A reply from the user could not be applied:"
+        text = "\n".join([header, *notes])
         llm_request.contents.append(types.Content(role="user", parts=[types.Part(text=text)]))
+
+
+def _has_stepped(context: Any) -> bool:
+    """Whether the agent took a model step in this session before this one: a switch made
+    before its first step is no switch to it (its first prompt already says the mode)."""
+    agent = context.agent_name
+    return any(event.author == agent for event in reversed(context.session.events))
+
+
+def _tell_switch(llm_request: LlmRequest, switch: ModeSwitch) -> None:
+    """The user's switch, said once at the step it applies from. Written as a user turn
+    at the end, where the switch happened; the prompts that follow it say the mode from
+    then on."""
+    note = types.Part(text=mode_switch_note(switch))
+    llm_request.contents.append(types.Content(role="user", parts=[note]))
 
 
 _WAITING = {

@@ -24,7 +24,7 @@ from google.genai import types
 
 from plangate.errors import ErrorCode, error_code, is_error
 from plangate.models.demo_data import failure_text, next_data_step
-from plangate.plan.prompts import PLAN_MODE_MARKER
+from plangate.plan.prompts import HOST_NOTE_PREFIX, PLAN_MODE_MARKER
 
 __all__ = ["DEMO_LABEL", "SURFACES", "DemoModel"]
 
@@ -100,6 +100,8 @@ def _history(request: LlmRequest) -> tuple[str, list[tuple[str, dict[str, Any], 
     done: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     for content in request.contents:
         for part in content.parts or []:
+            if part.text and part.text.startswith(HOST_NOTE_PREFIX):
+                continue  # plangate's note to the model, not the user's message
             if part.text and content.role == "user":
                 user_text, done = part.text, []
             elif part.function_call is not None:

@@ -27,6 +27,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
 from plangate.errors import ErrorCode, error_code, is_error
+from plangate.plan.prompts import HOST_NOTE_PREFIX
 
 __all__ = ["QUARTER", "failure_text", "next_data_step", "quarter_sql"]
 
@@ -94,6 +95,8 @@ def _turn(request: LlmRequest) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     user_text, done = "", []
     for content in request.contents:
         for part in content.parts or []:
+            if part.text and part.text.startswith(HOST_NOTE_PREFIX):
+                continue  # plangate's note to the model, not the user's message
             if part.text and content.role == "user":
                 user_text, done = part.text, []
             elif part.function_response is not None:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from plangate.plan.record import PlanRecord, PlanStatus
 
 __all__ = [
     "DEFAULT_PLAN_AWARENESS_PROMPT",
     "DEFAULT_PLAN_MODE_PROMPT",
+    "HOST_NOTE_PREFIX",
+    "MODE_SWITCH_MARKER",
     "PLAN_AWARENESS_MARKER",
     "PLAN_MODE_MARKER",
+    "mode_switch_note",
     "render_plan_prompt",
 ]
 
@@ -72,3 +77,21 @@ def render_plan_prompt(template: str, record: PlanRecord) -> str:
         record.content or "(empty: write it with update_plan_content)",
     ]
     return "\n".join(lines)
+
+
+HOST_NOTE_PREFIX = "[plangate]"
+"""How a note plangate adds to a request as a user turn begins: not the user's words."""
+MODE_SWITCH_MARKER = f"{HOST_NOTE_PREFIX} The user"
+
+_SWITCH_NOTES = {
+    "entered": f"{MODE_SWITCH_MARKER} switched this session to Plan Mode. Only read-only "
+    "tools run now: explore, ask with ask_user_question, write the plan with "
+    "update_plan_content and submit it with exit_plan_mode.",
+    "left": f"{MODE_SWITCH_MARKER} left Plan Mode: the plan was cancelled and the gate is "
+    "lifted. Do not act on that plan unless the user asks; carry on with their request.",
+}
+
+
+def mode_switch_note(switch: Literal["entered", "left"]) -> str:
+    """What the model is told at its next step when the user switched Plan Mode on or off."""
+    return _SWITCH_NOTES[switch]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 from plangate.plan import transitions
 from plangate.plan.record import PlanRecord
 from plangate.plan.replies import ReplyErrorCode
-from plangate.plan.transitions import ReplyIgnored, Transition
+from plangate.plan.transitions import ModeSwitch, ReplyIgnored, Transition
 
 __all__ = [
     "CorruptPlanState",
@@ -77,6 +77,8 @@ class PlanSessionState(BaseModel):
     """Applied HITL replies by function-call id."""
     ignored: dict[str, IgnoredReply] = Field(default_factory=dict)
     """Replies that changed nothing, by function-call id, with the reason the model is told."""
+    untold_switch: ModeSwitch | None = None
+    """A mode switch by the user the model has not been told of yet; its next step is."""
 
     def resolved_names(self) -> dict[str, str | None]:
         return {call_id: r.tool_name for call_id, r in self.resolutions.items()}
@@ -91,6 +93,7 @@ class PlanSessionState(BaseModel):
             else set()
         )
         self.record = transition.record
+        self._note_switch(transition.narrate)
         for call_id, result in transition.resolutions.items():
             answered = reply if reply is not None and call_id == _answered_id(transition) else None
             self.resolutions[call_id] = Resolution(
@@ -99,6 +102,19 @@ class PlanSessionState(BaseModel):
                 tool_name=names.get(call_id),
                 decides_call=call_id in gating,
             )
+
+    def _note_switch(self, switch: ModeSwitch | None) -> None:
+        """Remember a switch to tell the model. Leaving a Plan Mode it was never told it
+        had entered leaves it where it was: nothing to tell."""
+        if switch == "left" and self.untold_switch == "entered":
+            self.untold_switch = None
+        elif switch is not None:
+            self.untold_switch = switch
+
+    def take_untold_switch(self) -> ModeSwitch | None:
+        """The switch to tell the model at this step, forgotten once taken."""
+        switch, self.untold_switch = self.untold_switch, None
+        return switch
 
     def apply_reply(
         self, *, call_id: str, tool_name: str | None, response: Any, now: float, actor: str

@@ -28,6 +28,7 @@ from plangate.plan.replies import REPLY_HINTS, ReplyErrorCode
 from plangate.plan.scope import Scope, ScopeError, parse_permission, parse_scope, plan_sha256
 
 __all__ = [
+    "ModeSwitch",
     "PlanError",
     "ReplyIgnored",
     "Transition",
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 PREVIEW_CHARS = 2000
+
+ModeSwitch = Literal["entered", "left"]
+"""How a user's mode switch changed Plan Mode: entered it, or left it."""
 
 
 class PlanError(CodedError):
@@ -97,6 +101,9 @@ class Transition:
     """The human decision this transition applied, if any (drives ``on_approval``)."""
     resolutions: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
     """Canonical results for function-call ids this transition resolved."""
+    narrate: ModeSwitch | None = None
+    """A switch of mode by the user that no result tells the model of (none of its calls
+    was answered by it): the model is told at its next step."""
 
 
 def _new_id() -> str:
@@ -281,6 +288,7 @@ def force_enter(
             )
         ],
         archived=current,
+        narrate="entered",
     )
 
 
@@ -526,6 +534,8 @@ def cancel(
         result={"status": "cancelled", "message": "Plan Mode left; the plan was cancelled."},
         events=[_event(updated, record.status, actor=actor, now=now, reason=reason)],
         resolutions=resolutions,
+        # A withdrawn request's result already says the user left.
+        narrate=None if resolutions else "left",
     )
 
 
