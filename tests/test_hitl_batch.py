@@ -10,13 +10,11 @@ from typing import Any
 
 import pytest
 from google.adk.events import Event
-from google.adk.runners import Runner
-from google.adk.sessions import DatabaseSessionService
 from google.genai import types
 
 from harness import WRITES, Harness, Read, Write, final_text, make_agent, tool_results
 from plangate.adk import PlanOptions, plan_runtime
-from plangate.adk.runner import build_app, build_runner, function_reply
+from plangate.adk.runner import build_runner, function_reply
 from plangate.adk.scope import PlanScope
 from plangate.adk.session import PlanSession
 from plangate.agent.todos import todo_write_tool
@@ -25,7 +23,6 @@ from plangate.plan import PlanStatus
 from plangate.plan.prompts import PLAN_AWARENESS_MARKER
 from plangate.plan.replies import ReplyError, ReplyErrorCode
 from plangate.policy.effects import Effect, declare_effect
-from plangate.store.urls import resolve_database_url
 
 TWO_QUESTIONS = [
     call("ask_user_question", question="Which database?", options=["PostgreSQL", "SQLite"]),
@@ -357,56 +354,6 @@ async def test_a_wrong_tool_name_with_a_known_id_never_asks_twice(
     assert record.pending == [] and len(record.asked_questions) == 1
     assert record.asked_questions[0].answer == "SQLite"
     assert json.loads(final_text(events))[-1]["answer"] == "SQLite"
-
-
-async def test_without_the_plugin_a_rerun_call_is_answered_not_asked_again(
-    database_url: str,
-) -> None:
-    """A host that builds its own App: ADK runs the paused call again on a misnamed
-    reply, and the tool answers it with the existing request instead of a new one."""
-    model = ScriptedLlm()
-    agent = make_agent(model, PlanOptions(database_url=database_url))
-    app = build_app(agent, "own")
-    app.plugins.clear()
-    service = DatabaseSessionService(db_url=resolve_database_url(database_url))
-    runner = Runner(app=app, session_service=service)
-    session = await PlanSession.open(runner, session_id="s1", state={"agent_mode": "plan"})
-    model.add([call("ask_user_question", question="Which database?")])
-    await collect(session, "task")
-    [request] = await session.pending()
-    model.add(echo_responses)
-    reply = function_reply(
-        request.call_id, "wrong_name", {"status": "answered", "question_id": 1, "answer": "pg"}
-    )
-    await collect(session, reply)
-    record = await session.record()
-    assert len(record.asked_questions) == 1 and record.pending == []
-    assert record.asked_questions[0].answer == "pg"
-
-
-async def test_without_the_plugin_a_reply_without_id_is_applied_or_explained(
-    database_url: str,
-) -> None:
-    """ADK cannot resume a call from a reply without an id and starts a new turn with it;
-    the step boundary applies it to the one open request of its name, and tells the
-    model when it matches none."""
-    model = ScriptedLlm()
-    agent = make_agent(model, PlanOptions(database_url=database_url))
-    app = build_app(agent, "own")
-    app.plugins.clear()
-    service = DatabaseSessionService(db_url=resolve_database_url(database_url))
-    runner = Runner(app=app, session_service=service)
-    session = await PlanSession.open(runner, session_id="s1", state={"agent_mode": "plan"})
-    model.add([call("update_plan_content", content="1. x")], [call("exit_plan_mode")])
-    await collect(session, "task")
-    model.add(echo_responses)
-    events = await collect(session, without_id("exit_plan_mode", {"status": "approved"}))
-    assert (await session.record()).status is PlanStatus.APPROVED
-    assert json.loads(final_text(events))[-1]["status"] == "approved"
-    model.add(lambda request: [text(request.contents[-1].parts[-1].text or "")])
-    events = await collect(session, without_id("ask_user_question", {"answer": "x"}))
-    assert "NO_MATCHING_REQUEST" in final_text(events)
-    assert "could not be applied" in final_text(events)
 
 
 # -- mode switches while a run is in progress ---------------------------------------------

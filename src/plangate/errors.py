@@ -10,6 +10,7 @@ CodedError           the one exception base; to_result() turns it into that resu
  ├── PlanError       (plan.transitions)    a request the plan state machine refuses
  ├── ReplyIgnored    (plan.transitions)    a human reply that changed nothing
  ├── ReplyError      (plan.replies)        a human reply refused before it was recorded
+ ├── PlanAppError    (adk.app_check)       an App that cannot run Plan Mode (developer error)
  └── ProtocolError   (protocol.definitions) a protocol governance refusal
 ```
 
@@ -59,6 +60,7 @@ class ErrorCode(StrEnum):
     EDIT_REFUSED = "EDIT_REFUSED"  # a write outside the approved scope was refused
     TOOL_CALL_REFUSED = "TOOL_CALL_REFUSED"  # a call outside the approved scope was refused
     OUTSIDE_SCOPE = "OUTSIDE_SCOPE"  # needs more than the scope and cannot wait for the user
+    PLAN_APP_MISCONFIGURED = "PLAN_APP_MISCONFIGURED"  # no PlanPlugin or not resumable
 
     # -- tool policy --------------------------------------------------------------------
     POLICY_DENIED = "POLICY_DENIED"  # a deny rule matched

@@ -1,7 +1,9 @@
 """``PlanPlugin``: the runner-level half of Plan Mode.
 
-Installed by ``build_app``/``build_runner`` (an App you build yourself should list it in
-``plugins``). It looks at every message sent to ``Runner.run_async`` before ADK does:
+Installed by ``build_app``/``build_runner``; an App you build yourself must list it in
+``plugins`` (and be resumable), or a Plan-Mode agent's first model step raises
+``PLAN_APP_MISCONFIGURED`` (``plangate.adk.app_check``). It looks at every message sent
+to ``Runner.run_async`` before ADK does:
 
 - a reply **without a call id** (seed 000's documented shape) gets the id of the single
   open request of its tool name; none or several raise
@@ -18,9 +20,9 @@ Installed by ``build_app``/``build_runner`` (an App you build yourself should li
 And as each event is appended, a plan it mirrors into session state is made equal to
 the store (several plan calls of one step commit in turn but report in one event).
 
-Without the plugin the step boundary still applies replies (also ones without an id)
-and tells the model about unmatched ones, and a plan tool that ADK runs again answers
-from the request it already opened instead of opening a second one.
+Behind it, the step boundary still applies replies (also ones without an id) and tells
+the model about unmatched ones, and a plan tool that ADK runs again answers from the
+request it already opened instead of opening a second one.
 """
 
 from __future__ import annotations

@@ -32,15 +32,27 @@ SESSIONS_ENV_VAR = "PLANGATE_SESSIONS"
 
 
 def build_app(
-    agent: BaseAgent, name: str = "plangate", *, plugins: Sequence[BasePlugin] = ()
+    agent: BaseAgent,
+    name: str = "plangate",
+    *,
+    plugins: Sequence[BasePlugin] = (),
+    database_url: str | None = None,
 ) -> App:
     """A resumable App: long-running plan tools pause the run instead of ending it.
 
     It carries :class:`~plangate.adk.plugin.PlanPlugin`, which records each human reply
     when it is given, matches replies without a call id and keeps the plan mirror equal
-    to the store. An App you build yourself should list it in ``plugins`` too.
+    to the store. An App you build yourself needs both, or the first model step of a
+    Plan-Mode agent raises ``PLAN_APP_MISCONFIGURED`` (``plangate.adk.app_check``).
+
+    Plans of agents whose options name no database live in ``database_url``, resolved
+    now (``PLANGATE_DATABASE_URL``, else ``.plangate/plangate.db`` in the working
+    directory). This is the App ADK's ``adk web``/``adk run``/``adk api_server`` serve
+    when ``agent.py`` defines ``app = build_app(root_agent)``; sessions are then kept by
+    the session service ADK is given (``--session_service_uri``).
     """
     remember_missing_a2a()
+    _pin_plan_database(agent, resolve_database_url(database_url))
     return App(
         name=name,
         root_agent=agent,
@@ -88,10 +100,7 @@ def build_runner(
             f"(sessions on plangate's store), got {sessions!r}"
         )
     url = resolve_database_url(database_url)
-    for governed in _walk(agent):
-        runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
-        if runtime is not None and runtime.options.database_url is None:
-            runtime.database_url = url
+    _pin_plan_database(agent, url)
     ensure_sqlite_folder(url)
     if session_service is None and sessions == "plangate":
         from plangate.adk.session_service import StoreSessionService
@@ -103,7 +112,7 @@ def build_runner(
         from plangate.adk.session_choice import FirstUseSessionService
 
         session_service = FirstUseSessionService(url, lambda: adk_session_service(url))
-    return Runner(app=build_app(agent, app_name), session_service=session_service)
+    return Runner(app=build_app(agent, app_name, database_url=url), session_service=session_service)
 
 
 def function_reply(call_id: str, name: str, response: dict[str, Any]) -> types.Content:
@@ -116,6 +125,15 @@ def function_reply(call_id: str, name: str, response: dict[str, Any]) -> types.C
             )
         ],
     )
+
+
+def _pin_plan_database(agent: BaseAgent, url: str) -> None:
+    """Plans of agents whose options name no database live in ``url``. Pinned once, so
+    the gate's store lookup does not resolve the environment on every call."""
+    for governed in _walk(agent):
+        runtime = plan_runtime(governed) if isinstance(governed, LlmAgent) else None
+        if runtime is not None and runtime.options.database_url is None:
+            runtime.database_url = url
 
 
 def _walk(agent: BaseAgent) -> Iterator[BaseAgent]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from google.adk.agents import LlmAgent
 
+from plangate.adk.app_check import require_plan_app
 from plangate.adk.boundary import install_boundary
 from plangate.adk.callbacks import make_before_model, make_gate
 from plangate.adk.contract import signed_once
@@ -28,6 +29,9 @@ def setup_plan(agent: LlmAgent, options: PlanOptions | None = None) -> LlmAgent:
     the gate. The gate goes first in ``before_tool_callback`` -- deny first -- on the agent
     and on every sub-agent below it, so a delegated agent cannot escape it. Calling it a
     second time on the same agent changes nothing.
+
+    The agent must run in an App like ``build_app``'s (resumable, with ``PlanPlugin``); in
+    any other its first model step raises ``PlanAppError`` (``PLAN_APP_MISCONFIGURED``).
     """
     if plan_runtime(agent) is not None:
         log.warning("setup_plan: Plan Mode is already mounted on %r; ignoring", agent.name)
@@ -37,10 +41,17 @@ def setup_plan(agent: LlmAgent, options: PlanOptions | None = None) -> LlmAgent:
     agent.tools = [*agent.tools, PlanToolSet(runtime)]
     agent.before_model_callback = [
         *_as_list(agent.before_model_callback),
+        signed_once(_check_app),
         signed_once(make_before_model(runtime)),
     ]
     install_boundary(agent).add(make_gate(runtime), order=0)
     return agent
+
+
+async def _check_app(callback_context: Any, llm_request: Any) -> None:
+    # Before anything of the step is applied or mirrored: an App without PlanPlugin or
+    # resumability would leave a wrong mirror or not pause (plangate.adk.app_check).
+    require_plan_app(callback_context.get_invocation_context(), callback_context.agent_name)
 
 
 def plan_runtime(agent: LlmAgent) -> PlanRuntime | None:
