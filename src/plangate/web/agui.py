@@ -160,6 +160,11 @@ class StateKeys:
         )
 
     @property
+    def client_selection(self) -> str | None:
+        """Where the selection an AG-UI client last sent is kept (not shared with it)."""
+        return f"{self.selection}:sent" if self.selection else None
+
+    @property
     def all(self) -> tuple[str, ...]:
         return tuple(k for k in (self.selection, self.plan, self.todos, self.protocol) if k)
 
@@ -293,9 +298,7 @@ async def prepare_run(
     selection = _requested_selection(run_input, keys)
     if selection is not None and keys.selection:
         prepared.requested_selection = selection
-        current = None if new_thread else await session.selection()
-        if selection != (current or keys.agent_value):
-            prepared.state_delta = {keys.selection: selection}
+        prepared.state_delta = await _selection_delta(session, keys, selection, new_thread)
     pending = [] if new_thread else await session.pending()
     if run_input.resume:
         return _from_resume(prepared, run_input.resume, pending)
@@ -313,6 +316,32 @@ async def prepare_run(
         raise BadRunInput("the user message is empty")
     prepared.message = types.Content(role="user", parts=[types.Part(text=text)])
     return prepared
+
+
+async def _selection_delta(
+    session: PlanSession, keys: StateKeys, selection: str, new_thread: bool
+) -> dict[str, Any] | None:
+    """What the client's selection changes in session state: the selection, when the
+    user changed it, and what the client sent (to tell the next run's change).
+
+    A client sends its selection with every run, and one that does not follow the
+    state deltas (the seed's page) keeps sending ``plan`` after approval switched the
+    thread back to ``agent``. Only a value that differs from what this client sent last
+    is the user's choice; the same value again is not, so it cannot start a new plan.
+    """
+    assert keys.selection is not None and keys.client_selection is not None
+    if new_thread:
+        sent, current = None, None
+    else:
+        stored = await session.session(events=False)
+        sent = stored.state.get(keys.client_selection) if stored is not None else None
+        if selection == sent:
+            return None  # the client says again what it said: no choice of the user's
+        current = await session.selection()
+    delta: dict[str, Any] = {keys.client_selection: selection}
+    if selection != (current or keys.agent_value):
+        delta[keys.selection] = selection
+    return delta
 
 
 def _requested_selection(run_input: RunAgentInput, keys: StateKeys) -> str | None:
@@ -765,7 +794,8 @@ async def run_events(
         protocol_before = _protocol_view(state, keys)
         if prepared.state_delta:
             # The runner writes the selection with the user's turn, before the first event.
-            state.update(_jsonable(prepared.state_delta))
+            shared = {k: v for k, v in prepared.state_delta.items() if k in keys.all}
+            state.update(_jsonable(shared))
         mirror = StateMirror(state)
         yield StateSnapshotEvent(snapshot=copy.deepcopy(state), timestamp=_now_ms())
         if prepared.stale is not None:
