@@ -189,10 +189,12 @@ async def editor(
     *extra: str,
     capabilities: ClientCapabilities | None = None,
     module: str = "plangate.cli.main",
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[tuple[EditorClient, Any]]:
     """A running ``plangate acp`` and the client connected to it (initialized); without a
     workspace, each session works in its ``cwd``. ``module`` runs another entry point
-    with the same arguments (a test agent with a scripted model)."""
+    with the same arguments (a test agent with a scripted model); ``env`` adds to the
+    agent process's environment (a model provider's settings)."""
     client = EditorClient()
     if workspace is not None:
         extra = ("--workspace", str(workspace), *extra)
@@ -207,7 +209,7 @@ async def editor(
             database_url,
             *extra,
             cwd=tmp_path,
-            env=agent_env(),
+            env={**agent_env(), **(env or {})},
             transport_kwargs={"stderr": stderr},
             observers=[client.observe],
             use_unstable_protocol=True,
