@@ -21,7 +21,6 @@ from google.genai import types
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.status import Status
 from rich.text import Text
 
 from plangate.adk.contract import StreamingMode
@@ -42,17 +41,14 @@ from plangate.cli.options import (
     data_sources,
 )
 from plangate.cli.render import (
-    is_confirmation,
     protocol_line,
-    render_call,
     render_pending,
     render_plan,
     render_protocol,
     render_reply_error,
-    render_result,
-    render_todos,
     render_transcript,
 )
+from plangate.cli.run_display import WORKING, RunDisplay
 from plangate.cli.run_keys import RunKeys
 from plangate.cli.tables import journal_table
 from plangate.models.config import describe_model, resolve_model
@@ -82,8 +78,6 @@ HELP = """Commands:
                     every prompt, approvals and questions included
 Keys: Esc or Ctrl-C cancels a running turn; Ctrl-C again (or Ctrl-D) leaves.
 Up/Down recall earlier messages; a paste keeps all its lines in one message."""
-
-WORKING = "working… (Esc cancels)"
 
 PERMISSIONS = ("amendment", "edit", "tool")
 """Requests answered by allow or refuse (the approved plan's scope, an edit, a tool)."""
@@ -267,8 +261,8 @@ class Chat:
         before = before or await self.session.record()
         before_key = (before.id, before.status, before.content_revisions) if before else None
         protocol_before = await self._protocol()
-        with self.console.status(Text(WORKING, "cyan"), spinner="dots") as status:
-            run = _RunView(self, status)
+        with RunDisplay(self.console, Text(WORKING, "cyan")) as display:
+            run = _RunView(self, display)
             task = asyncio.create_task(run.stream(message))
             keys = (
                 RunKeys(
@@ -624,9 +618,9 @@ class _RunView:
     """One run on screen: streams its events, shows the line typed meanwhile, and hands
     typed lines over (``/plan`` and ``/plan off`` apply at the run's next step)."""
 
-    def __init__(self, chat: Chat, status: Status) -> None:
+    def __init__(self, chat: Chat, display: RunDisplay) -> None:
         self.chat = chat
-        self.status = status
+        self.display = display
         self.activity = WORKING
         self.line = ""
         self.quitting = False
@@ -635,11 +629,10 @@ class _RunView:
     async def stream(self, message: str | types.Content) -> None:
         chat = self.chat
         run_config = RunConfig(streaming_mode=StreamingMode.SSE) if chat.streaming else None
-        streamed = False
         try:
             async with chat.threads.hold(chat.session.session_id):
                 async for event in chat.session.run(message, run_config=run_config):
-                    streamed = self._show(event, streamed)
+                    self._show(event)
         except asyncio.CancelledError:
             raise
         except LeaseHeld:
@@ -650,34 +643,10 @@ class _RunView:
             )
             chat.console.print(Text("The session is saved; you can retry or /quit."))
 
-    def _show(self, event: Any, streamed: bool) -> bool:
-        console = self.chat.console
-        parts = (event.content.parts if event.content else []) or []
-        for part in parts:
-            if part.text and not getattr(part, "thought", False):
-                # Model text is never Rich markup: "[demo]" or "[a]" must print as typed.
-                if event.partial:
-                    console.print(Text(part.text), end="")
-                    streamed = True
-                elif streamed:
-                    console.print()
-                    streamed = False
-                else:
-                    console.print(Text.assemble(("● ", "bold"), part.text))
-            elif part.function_call is not None:
-                name = part.function_call.name or ""
-                if is_confirmation(name):
-                    continue  # the pause itself; the request is asked after the run
-                render_call(console, name, dict(part.function_call.args or {}))
-                self._activity(f"running {name}… (Esc cancels)")
-            elif part.function_response is not None:
-                name = part.function_response.name or ""
-                result = dict(part.function_response.response or {})
-                render_result(console, name, result)
-                if name == "todo_write" and "todos" in result:
-                    render_todos(console, result["todos"])
-                self._activity(WORKING)
-        return streamed
+    def _show(self, event: Any) -> None:
+        activity = self.display.show(event)
+        if activity is not None:
+            self._activity(activity)
 
     def _activity(self, text: str) -> None:
         self.activity = text
@@ -687,7 +656,7 @@ class _RunView:
         shown = Text(self.activity, "cyan")
         if self.line:
             shown.append(f"  · typed: {self.line}", "dim")
-        self.status.update(shown)
+        self.display.status(shown)
 
     def typing(self, line: str) -> None:
         self.line = line

@@ -21,6 +21,7 @@ from plangate.plan.scope import Scope, scope_or_none
 from plangate.result_text import describe_result, summarize_result
 
 __all__ = [
+    "call_line",
     "is_confirmation",
     "protocol_next_step",
     "render_call",
@@ -48,10 +49,15 @@ def _args(args: dict[str, Any], limit: int = 90) -> str:
     return joined if len(joined) <= limit else joined[: limit - 1] + "…"
 
 
+def call_line(name: str, args: dict[str, Any], *, streaming: bool = False) -> Text:
+    """A tool call as one line; ``streaming``: its arguments are still arriving (drawn
+    dim, in place, until the call is complete)."""
+    style = "dim cyan" if streaming else "cyan"
+    return Text.assemble(("  ⏺ ", style), (name, f"bold {style}"), (f"({_args(args)})", style))
+
+
 def render_call(console: Console, name: str, args: dict[str, Any]) -> None:
-    console.print(
-        Text.assemble(("  ⏺ ", "cyan"), (name, "bold cyan"), (f"({_args(args)})", "cyan"))
-    )
+    console.print(call_line(name, args))
 
 
 def is_confirmation(name: str | None) -> bool:
