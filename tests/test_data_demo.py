@@ -67,6 +67,13 @@ async def test_the_data_demo_routes_gates_hands_off_and_refines(
     assert state["protocol"] == "data-analysis" and state["run_status"] == "completed"
     assert state["intent"]["change_kind"] == "handoff"
     assert len(state["handoffs"]) == 1
+    # The requirements extracted from the task, each reported by the agent as met.
+    [report] = tool_results(events, "analysis_requirements_commit")
+    assert report["requirements"] == {
+        "metric:revenue": "satisfied",
+        "dimension:region": "satisfied",
+        "time:last-quarter": "satisfied",
+    }
     answer = final_text(events)
     assert answer.startswith("[demo] Completed revenue by region, 2026-Q3")
     expected = {

@@ -278,6 +278,32 @@ async def test_a_weak_follow_up_inherits_the_intent_without_the_classifier(
     assert len(await e.revisions()) == 1
 
 
+async def test_requirements_are_extracted_from_the_task_by_default_and_on_refinement(
+    database_url: str, catalog: DataCatalog
+) -> None:
+    classifier = ScriptedClassifier(
+        classification(), classification("data-analysis", "refine", reasons=("REFINES",))
+    )
+    model = ScriptedLlm()
+    e = await env(analyst(model, catalog, classifier), database_url)
+    model.add([text("first")], [text("second")], [text("third")])
+    await e.h.send("revenue by region last quarter")
+    asked = {"metric:revenue": "pending", "dimension:region": "pending"}
+    asked["time:last-quarter"] = "pending"
+    (segment,) = await e.segments()
+    assert segment.domain.requirements == asked
+    # The model is told what is still owed, by id.
+    assert "ANALYSIS_REQUIREMENT_PENDING:metric:revenue" in system_text(model)
+    assert (await e.mirror())["run_status"] == "partial"
+    # "try again" works on the recorded task: the same requirements, not none.
+    await e.h.send("try again")
+    (segment,) = await e.segments()
+    assert segment.domain.requirements == asked
+    await e.h.send("break it down by month")
+    (segment,) = await e.segments()
+    assert segment.domain.requirements == {**asked, "dimension:month": "pending"}
+
+
 async def test_the_classifier_sees_the_intent_and_budgeted_history_and_can_refine(
     database_url: str, catalog: DataCatalog
 ) -> None:

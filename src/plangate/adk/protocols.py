@@ -62,6 +62,7 @@ from plangate.protocol.definitions import (
     ProtocolRef,
 )
 from plangate.protocol.helper_context import HELPER_CONTEXT_MAX_CHARS
+from plangate.protocol.requirements import extract_requirements
 from plangate.protocol.router import CLASSIFIER_CONFIDENCE_THRESHOLD
 from plangate.protocol.tool_plan import SkillPolicy
 
@@ -104,8 +105,10 @@ class ProtocolOptions:
     data_tools: Collection[str] = ()
     """Further tools (e.g. MCP tools of a data server) governed as data actions."""
     guard: Guard | None = None
-    requirement_extractor: Callable[[str], Iterable[str]] | None = None
-    """Analysis requirement ids from the run's effective task text (data-analysis)."""
+    requirement_extractor: Callable[[str], Iterable[str]] | None = extract_requirements
+    """Analysis requirement ids from the run's effective task text (data-analysis): by
+    default metrics, breakdowns, time windows, filters, comparisons and ranking cuts
+    (``plangate.protocol.requirements``); ``None`` tracks none."""
     conflict_retries: int = 0
     """Re-route this many times when the intent compare-and-set is lost; 0 fails the run
     with ``SESSION_INTENT_REVISION_CONFLICT`` before any model call."""

@@ -6,8 +6,9 @@
    (``DATA_ACTIONS_REJECTED_BY_PROTOCOL``) instead of letting a closing sentence pass.
 2. "try again" -- a weak continuation: the recorded session intent is inherited without
    a classifier call. The agent hands off to data-analysis@1 and runs the whole chain
-   (sources, schema, status values, plan, query, validation, evidence) on the sample
-   DuckDB data; the handoff moves the intent to data-analysis.
+   (sources, schema, status values, plan, query, validation, evidence, a report on the
+   requirements extracted from the task) on the sample DuckDB data; the handoff moves
+   the intent to data-analysis.
 3. "break it down by month" -- the classifier sees the intent and answers *refine*; the
    intent gets a new revision and the agent breaks the revenue down by month.
 
@@ -173,7 +174,26 @@ def _general_step(user_text: str, done: list[tuple[str, dict[str, Any]]]) -> lis
     return [_say(f"Nothing scripted after {name} under general-task; stopping.")]
 
 
-def _analysis_step(task: str, done: list[tuple[str, dict[str, Any]]]) -> list[types.Part]:
+_PENDING = re.compile(r"ANALYSIS_REQUIREMENT_PENDING:(?P<id>[^,;\s]+)")
+
+
+def _covered(requirement: str, by_month: bool) -> bool:
+    """Whether the demo's one query answers a requirement: completed revenue by region
+    (and month) in the demo quarter."""
+    covered = {
+        "metric:revenue",
+        "metric:sales",
+        "dimension:region",
+        "time:last-quarter",
+        f"time:{QUARTER[2].lower()}",
+        "filter:order=completed",
+    }
+    return requirement in covered or (by_month and requirement == "dimension:month")
+
+
+def _analysis_step(
+    task: str, done: list[tuple[str, dict[str, Any]]], pending: list[str]
+) -> list[types.Part]:
     by_month = "month" in task.lower()
     sql = quarter_sql(by_month)
     last, result = done[-1] if done else ("", {})
@@ -207,12 +227,22 @@ def _analysis_step(task: str, done: list[tuple[str, dict[str, Any]]]) -> list[ty
         top = rows[0]
         claim = f"{top['region']} had {float(top['revenue']):,.2f} completed revenue"
         return [_call("bind_evidence", claim=claim, query_id=query["query_id"], rows=[top])]
-    if last == "bind_evidence":
+    if last == "bind_evidence" and pending:
+        # Report each requirement the protocol extracted from the task: met when the one
+        # query covers it, unmet (and said so) when it does not.
+        report = {r: "satisfied" if _covered(r, by_month) else "unmet" for r in pending}
+        return [_call("analysis_requirements_commit", requirements=report)]
+    if last in ("bind_evidence", "analysis_requirements_commit"):
+        evidence = next(r for n, r in reversed(done) if n == "bind_evidence")
         what = "by region and month" if by_month else "by region"
+        unmet = sorted(
+            r for r, status in result.get("requirements", {}).items() if status == "unmet"
+        )
+        missing = f"\nNot covered by this query: {', '.join(unmet)}." if unmet else ""
         return [
             _say(
                 f"Completed revenue {what}, {QUARTER[2]} (completed orders only; "
-                f"evidence {result.get('evidence_id')}):\n{_format(rows, by_month)}"
+                f"evidence {evidence.get('evidence_id')}):\n{_format(rows, by_month)}{missing}"
             )
         ]
     return [_say(f"Nothing scripted after {last}; stopping.")]
@@ -234,7 +264,8 @@ def next_data_step(request: LlmRequest) -> list[types.Part] | None:
         return None
     user_text, done = _turn(request)
     if active["protocol"] == "data-analysis":
-        return _analysis_step(task or user_text, done)
+        pending = [m["id"] for m in _PENDING.finditer(system)]
+        return _analysis_step(task or user_text, done, pending)
     if "revenue" in (task + user_text).lower():
         return _general_step(user_text, done)
     return None

@@ -48,6 +48,7 @@ from plangate.protocol.intent import (
     intent_transition_for_route,
     refine_intent_text,
 )
+from plangate.protocol.requirements import extract_requirements
 from plangate.protocol.router import (
     ProtocolRoutingError,
     RouteDecision,
@@ -104,6 +105,7 @@ __all__ = [
     "effective_intent_text",
     "evaluate_completion",
     "evaluate_handoff",
+    "extract_requirements",
     "intent_transition_for_route",
     "is_data_action",
     "parse_classifier_output",
