@@ -22,7 +22,8 @@ from pathlib import Path
 
 from plangate.agent.bash_tool import bash_tool
 from plangate.agent.workspace import Workspace
-from plangate.sandbox import Profile, sandbox_status, set_profile
+from plangate.policy.authority import Authority, set_authority
+from plangate.sandbox import Profile, sandbox_status
 
 
 async def _median_ms(run: Callable[[], Awaitable[object]], calls: int) -> float:
@@ -60,7 +61,7 @@ async def main(calls: int) -> None:
         status = sandbox_status()
         label = "sandbox" if status.available else "no sandbox"
         for profile in (Profile.PLANNING, Profile.ACTING):
-            set_profile(profile)
+            set_authority(Authority(planning=profile is Profile.PLANNING))
             median = await _median_ms(lambda: tool(command=command), calls)
             rows.append((f"Bash tool, {label}, {profile.value}", median))
     unsandboxed = rows[1][1]

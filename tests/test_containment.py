@@ -273,6 +273,38 @@ async def test_the_database_is_hidden_from_commands(
     assert "SQLite" not in result["stdout"], result
 
 
+async def test_the_database_in_the_workspace_is_hidden_from_commands_and_file_tools(
+    tmp_path: Path, sandbox: None
+) -> None:
+    """Where plangate starts in the project folder its database lives in the workspace:
+    the workspace bind must not uncover it, while planning or after approval, and no
+    file tool may overwrite it."""
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    (workspace / ".plangate").mkdir(exist_ok=True)
+    database = workspace / ".plangate" / "plangate.db"
+    model = ScriptedLlm()
+    harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{database}")
+    await harness.start({"agent_mode": "plan"})
+    wal = f"{database}-wal"
+    planning = await run_commands(harness, model, [f"head -c 15 {database}", f"cat {wal} | wc -c"])
+    assert "SQLite" not in planning[0]["stdout"], planning
+    assert planning[1]["stdout"].strip() == "0", planning
+    model.add([call("update_plan_content", content="1. touch up")], [call("exit_plan_mode")])
+    await harness.send("plan it")
+    (request,) = (await harness.record()).pending
+    model.add(
+        [call("Bash", command=f"head -c 15 {database}")],
+        [call("Write", path=".plangate/plangate.db", content="7 bytes")],
+        [text("done")],
+    )
+    events = await harness.reply(request.call_id, "exit_plan_mode", {"status": "approved"})
+    (acting,) = tool_results(events, "Bash")
+    assert "SQLite" not in acting["stdout"], acting
+    (written,) = tool_results(events, "Write")
+    assert written["code"] == "PROTECTED_PATH", written
+    assert database.read_bytes().startswith(b"SQLite format 3")
+
+
 async def test_a_timeout_leaves_no_process_and_no_temp_file(
     tmp_path: Path, sandbox_mode: str
 ) -> None:

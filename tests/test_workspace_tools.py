@@ -10,6 +10,7 @@ import stat
 import sys
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from plangate.agent.workspace import (
     copy_sample_workspace,
     workspace_tools,
 )
+from plangate.policy.authority import Authority, use_authority
 from plangate.policy.effects import Effect, effect_of
 
 TOOL_NAMES = ["Read", "Grep", "Glob", "Write", "Edit", "Bash"]
@@ -64,6 +66,14 @@ def root(tmp_path: Path) -> Path:
     (ws / "link_out.txt").symlink_to(outside / "secret.txt")
     (ws / "linkdir").symlink_to(outside, target_is_directory=True)
     return ws
+
+
+@pytest.fixture(autouse=True)
+def acting() -> Iterator[None]:
+    """These tests call the tools directly, as the gate's answer for an approved plan
+    without a scope would let them run."""
+    with use_authority(Authority(planning=False)):
+        yield
 
 
 @pytest.fixture
@@ -660,3 +670,78 @@ def test_copy_sample_workspace_is_idempotent_and_refuses_foreign_dirs(tmp_path: 
     empty = tmp_path / "empty"
     empty.mkdir()
     assert (copy_sample_workspace(empty) / "README.md").is_file()
+
+
+# ------------------------------------------------------------- the call's authority
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        ".git/commondir",
+        ".git/info/attributes",
+        ".git/modules/lib/config",
+        "vendor/lib/.git",
+        "vendor/lib/.git/config",
+        ".plangate/policy.toml",
+    ],
+)
+async def test_write_and_edit_refuse_what_makes_git_run_a_program_or_plangates_folder(
+    call, root: Path, path: str
+) -> None:
+    result = await call("Write", path=path, content="[core]\n\tfsmonitor = touch pwned\n")
+    assert error_code(result) == "PROTECTED_PATH", result
+    target = root / path
+    assert not target.is_file() or "fsmonitor" not in target.read_text()
+
+
+async def test_edit_refuses_an_existing_git_config_even_through_a_symlink(call, root: Path) -> None:
+    (root / ".git").mkdir(exist_ok=True)
+    config = root / ".git" / "config"
+    config.write_text("[core]\n\tbare = false\n")
+    (root / "innocent.cfg").symlink_to(config)
+    for path in (".git/config", "innocent.cfg"):
+        result = await call("Edit", path=path, old_string="bare = false", new_string="x")
+        assert error_code(result) == "PROTECTED_PATH", result
+    assert config.read_text() == "[core]\n\tbare = false\n"
+
+
+async def test_the_database_is_refused_wherever_it_lives(tools, tool_context, root: Path) -> None:
+    database = root / "plangate.db"
+    database.write_bytes(b"SQLite format 3\x00")
+    authority = Authority(planning=False, protected_files=(database.resolve(),))
+    with use_authority(authority):
+        result = await tools["Write"].run_async(
+            args={"path": "plangate.db", "content": "7 bytes"}, tool_context=tool_context
+        )
+    assert error_code(result) == "PROTECTED_PATH", result
+    assert database.read_bytes() == b"SQLite format 3\x00"
+
+
+async def test_a_plan_being_made_lets_no_file_tool_write(tools, tool_context, root: Path) -> None:
+    with use_authority(Authority(planning=True)):
+        result = await tools["Write"].run_async(
+            args={"path": "new.txt", "content": "x"}, tool_context=tool_context
+        )
+    assert error_code(result) == "PROTECTED_PATH" and "plan is being made" in result["message"]
+    assert not (root / "new.txt").exists()
+
+
+@pytest.mark.parametrize("name", ["Write", "Edit", "Bash"])
+async def test_an_executor_called_around_the_gate_does_nothing(
+    tools, tool_context, root: Path, name: str
+) -> None:
+    args = {
+        "Write": {"path": "made.txt", "content": "x"},
+        "Edit": {"path": "a.py", "old_string": "def", "new_string": "fed"},
+        "Bash": {"command": "touch made.txt"},
+    }[name]
+    before = (root / "a.py").read_text() if (root / "a.py").exists() else None
+    with use_authority(None):
+        result = await tools[name].run_async(args=args, tool_context=tool_context)
+    assert error_code(result) == "NO_AUTHORITY", result
+    assert not (root / "made.txt").exists()
+    if before is not None:
+        assert (root / "a.py").read_text() == before

@@ -61,6 +61,8 @@ class ErrorCode(StrEnum):
     TOOL_CALL_REFUSED = "TOOL_CALL_REFUSED"  # a call outside the approved scope was refused
     OUTSIDE_SCOPE = "OUTSIDE_SCOPE"  # needs more than the scope and cannot wait for the user
     PLAN_APP_MISCONFIGURED = "PLAN_APP_MISCONFIGURED"  # no PlanPlugin or not resumable
+    NO_AUTHORITY = "NO_AUTHORITY"  # an executor ran without the gate's answer: did nothing
+    PROTECTED_PATH = "PROTECTED_PATH"  # git's program files, .plangate, the database
 
     # -- tool policy --------------------------------------------------------------------
     POLICY_DENIED = "POLICY_DENIED"  # a deny rule matched

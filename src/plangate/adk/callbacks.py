@@ -33,9 +33,10 @@ from plangate.plan.record import GATE_ACTIVE_STATUSES, PlanRecord
 from plangate.plan.replies import ReplyError, ReplyErrorCode, match_reply
 from plangate.plan.session_state import PlanSessionState
 from plangate.plan.transitions import ModeSwitch, ReplyIgnored, Transition
+from plangate.policy.authority import authority_of, set_authority
 from plangate.policy.effects import Effect, effect_of, is_contained
 from plangate.policy.policy_file import Decision, PolicyVerdict
-from plangate.sandbox import Profile, sandbox_status, set_profile, set_scope
+from plangate.sandbox import hidden_paths, sandbox_status
 from plangate.store.store import Conflict
 
 __all__ = ["make_before_model", "make_gate"]
@@ -71,10 +72,9 @@ def make_gate(runtime: PlanRuntime) -> Any:
                     "do without this tool; a deny rule of the tool policy refuses it",
                     tool=tool.name,
                 )
-        # The profile of any process this call starts follows the plan state read just now,
-        # and so do the paths it may write (the approved plan's scope).
-        set_profile(_PLANNING if planning else _ACTING)
-        set_scope(record.scope if record is not None and record.is_being_implemented() else None)
+        # One answer for this call, read from the store just now: every executor (the
+        # sandbox of a command, Write, Edit) asks it and nothing else.
+        set_authority(authority_of(record, planning=planning, protected_files=hidden_paths()))
         call = ToolCall(tool.name, args or {}, effect)
         if not planning:
             decision = decide(call, record, runtime.policy)
@@ -135,7 +135,7 @@ def make_gate(runtime: PlanRuntime) -> Any:
     return plangate_gate
 
 
-_PLANNING, _ACTING, _SHELL = Profile.PLANNING, Profile.ACTING, Effect.SHELL
+_SHELL = Effect.SHELL
 
 
 def _selection_active(runtime: PlanRuntime, tool_context: Any) -> bool:

@@ -1,8 +1,10 @@
 """The ``Bash`` workspace tool: one ``bash -c`` command in the workspace root, sandboxed.
 
 Every command runs in the operating-system sandbox (:mod:`plangate.sandbox`) with the
-profile the plan gate chose at the moment of the call: read-only everything while a plan
-is being made, the workspace writable once it is approved (or with no plan). The command
+profile of the call's authority (:mod:`plangate.policy.authority`), which the plan gate
+read from the store at the moment of the call: read-only everything while a plan is
+being made, the workspace (or the approved scope) writable once it is approved. Called
+without an authority (around the gate) it runs nothing. The command
 and everything it starts end with it or at the timeout; nothing it left in its private
 ``/tmp`` survives. Output keeps its beginning and end, and a cut is always marked.
 """
@@ -25,15 +27,9 @@ from plangate.agent.tool_errors import (
     require_str,
     truncation_marker,
 )
+from plangate.policy.authority import NoAuthority, require_authority
 from plangate.policy.effects import declare_contained
-from plangate.sandbox import (
-    Limits,
-    Profile,
-    SandboxSpec,
-    current_profile,
-    current_scope,
-    hidden_paths,
-)
+from plangate.sandbox import Limits, Profile, SandboxSpec, hidden_paths
 from plangate.sandbox.policy import MAX_TIMEOUT_S
 from plangate.sandbox.process import Finished, run_command
 from plangate.sandbox.scope_binds import writable_paths
@@ -116,8 +112,10 @@ async def _bash(
         raise WorkspaceError("timeout_s must be a number of seconds", INVALID_ARGS)
     if not math.isfinite(timeout) or timeout <= 0:
         raise WorkspaceError("timeout_s must be a positive number of seconds", INVALID_ARGS)
-    profile = current_profile()
-    scope = current_scope() if profile is Profile.ACTING else None
+    # The profile and the writable paths follow the authority the gate gave this call.
+    authority = require_authority("Bash")
+    profile = Profile.PLANNING if authority.planning else Profile.ACTING
+    scope = authority.scope if profile is Profile.ACTING else None
     writable = None
     if scope is not None:
         writable = await asyncio.to_thread(writable_paths, scope, workspace.root)
@@ -208,7 +206,7 @@ def bash_tool(
                 network=allow_network,
                 limits=command_limits,
             )
-        except WorkspaceError as exc:
+        except (WorkspaceError, NoAuthority) as exc:
             return exc.to_result()
         except OSError as exc:
             return WorkspaceError(f"could not start bash: {exc}", IO_ERROR).to_result()

@@ -73,6 +73,7 @@ from plangate.agent.tool_errors import (
 )
 from plangate.agent.tool_errors import require_str as _require_str
 from plangate.agent.tool_errors import truncation_marker as _truncation_marker
+from plangate.policy.authority import Authority, NoAuthority, ProtectedPath, require_authority
 from plangate.policy.effects import Effect, declare_effect, declare_write_path
 
 __all__ = [
@@ -710,13 +711,23 @@ def _glob(workspace: Workspace, pattern: Any, path: Any) -> dict:
     return result
 
 
-def _write(workspace: Workspace, path: Any, content: Any) -> dict:
+def _check_writable(authority: Authority, rel: str, resolved: Path) -> None:
+    """What the call's authority refuses whatever else allows it (the gate has checked
+    the plan's scope already): a plan being made, git's program files, .plangate, the
+    database. Asked after the path is resolved, so a symlink cannot lead around it."""
+    reason = authority.refuses_write(rel, resolved)
+    if reason is not None:
+        raise ProtectedPath(reason)
+
+
+def _write(workspace: Workspace, path: Any, content: Any, authority: Authority) -> dict:
     path = _require_str(path, "path")
     content = _require_str(content, "content", allow_empty=True)
     resolved = workspace.resolve(path)
     if resolved == workspace.root or resolved.is_dir():
         raise WorkspaceError(f"{path} is a directory", NOT_A_FILE)
     rel = workspace.relative(resolved)
+    _check_writable(authority, rel, resolved)
     data = content.encode("utf-8")
     with _open_folder(workspace, resolved.parent, rel, create=True) as folder:
         try:
@@ -733,7 +744,12 @@ def _write(workspace: Workspace, path: Any, content: Any) -> dict:
 
 
 def _edit(
-    workspace: Workspace, path: Any, old_string: Any, new_string: Any, replace_all: Any
+    workspace: Workspace,
+    path: Any,
+    old_string: Any,
+    new_string: Any,
+    replace_all: Any,
+    authority: Authority,
 ) -> dict:
     old_string = _require_str(old_string, "old_string")
     new_string = _require_str(new_string, "new_string", allow_empty=True)
@@ -742,6 +758,7 @@ def _edit(
         raise WorkspaceError("old_string and new_string are identical; nothing to do", INVALID_ARGS)
     resolved = _existing_file(workspace, path)
     rel = workspace.relative(resolved)
+    _check_writable(authority, rel, resolved)
     with _open_folder(workspace, resolved.parent, rel, create=False) as folder:
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
@@ -792,7 +809,7 @@ def _edit(
 def _run_sync(body: Any, *args: Any) -> dict:
     try:
         return body(*args)
-    except WorkspaceError as exc:
+    except (WorkspaceError, ProtectedPath) as exc:
         return exc.to_result()
     except FileNotFoundError as exc:
         message = f"{exc.filename or ''}: {exc.strerror}".strip(": ")
@@ -896,7 +913,11 @@ def workspace_tools(
           {"path", "bytes_written", "created"}; created is false when an existing
           file was overwritten.
         """
-        return await asyncio.to_thread(_run_sync, _write, workspace, path, content)
+        try:
+            authority = require_authority("Write")
+        except NoAuthority as exc:
+            return exc.to_result()
+        return await asyncio.to_thread(_run_sync, _write, workspace, path, content, authority)
 
     async def Edit(path: str, old_string: str, new_string: str, replace_all: bool = False) -> dict:
         """Replace an exact string in a file.
@@ -914,8 +935,12 @@ def workspace_tools(
         Returns:
           {"path", "replacements"}, or an error EDIT_NO_MATCH / EDIT_AMBIGUOUS.
         """
+        try:
+            authority = require_authority("Edit")
+        except NoAuthority as exc:
+            return exc.to_result()
         return await asyncio.to_thread(
-            _run_sync, _edit, workspace, path, old_string, new_string, replace_all
+            _run_sync, _edit, workspace, path, old_string, new_string, replace_all, authority
         )
 
     return [

@@ -3,17 +3,11 @@
 :mod:`~plangate.sandbox.policy` says what a command may touch (pure),
 :mod:`~plangate.sandbox.probe` whether this machine can enforce it,
 :mod:`~plangate.sandbox.process` runs a command under it, and
-:mod:`~plangate.sandbox.context` carries the profile the plan gate chose for the call.
+:mod:`~plangate.sandbox.context` the paths no command may read. The profile of a
+command follows the call's authority (:mod:`plangate.policy.authority`).
 """
 
-from plangate.sandbox.context import (
-    current_profile,
-    current_scope,
-    hidden_paths,
-    hide_path,
-    set_profile,
-    set_scope,
-)
+from plangate.sandbox.context import hidden_paths, hide_path
 from plangate.sandbox.policy import MAX_TIMEOUT_S, Limits, Profile, SandboxSpec
 from plangate.sandbox.probe import SandboxStatus, sandbox_status
 
@@ -23,11 +17,7 @@ __all__ = [
     "Profile",
     "SandboxSpec",
     "SandboxStatus",
-    "current_profile",
-    "current_scope",
     "hidden_paths",
     "hide_path",
     "sandbox_status",
-    "set_profile",
-    "set_scope",
 ]

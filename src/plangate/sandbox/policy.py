@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from plangate.policy.authority import git_program_paths
+
 __all__ = [
     "ENV_ALLOWLIST",
     "GIT_HARDENING",
@@ -166,14 +168,21 @@ def sandbox_env(source: Mapping[str, str], *, home: str = SANDBOX_HOME) -> dict[
 
 
 def _protected_in(workspace: Path) -> list[Path]:
-    """Paths inside a writable workspace that stay read-only: what runs programs on the
-    next git call (config, hooks) and plangate's own folder."""
-    candidates = [
-        workspace / ".git" / "config",
-        workspace / ".git" / "hooks",
-        workspace / ".plangate",
-    ]
+    """Paths inside a writable workspace that stay read-only: what makes git run a
+    program or read another config on the next git call, and plangate's own folder
+    (the same list the file tools refuse, :mod:`plangate.policy.authority`)."""
+    candidates = [*git_program_paths(workspace), workspace / ".plangate"]
     return [path for path in candidates if path.exists() and not path.is_symlink()]
+
+
+def _masks(masked: Iterable[Path]) -> list[str]:
+    argv: list[str] = []
+    for path in masked:
+        if path.is_dir():
+            argv += ["--tmpfs", str(path)]
+        elif path.exists():
+            argv += ["--ro-bind", "/dev/null", str(path)]
+    return argv
 
 
 def bwrap_argv(
@@ -208,11 +217,7 @@ def bwrap_argv(
     size = str(spec.limits.tmp_bytes)
     argv += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/var/tmp"]
     argv += ["--dir", SANDBOX_HOME]
-    for path in spec.masked:
-        if path.is_dir():
-            argv += ["--tmpfs", str(path)]
-        elif path.exists():
-            argv += ["--ro-bind", "/dev/null", str(path)]
+    argv += _masks(spec.masked)
     workspace = str(spec.workspace)
     if spec.profile is Profile.ACTING and spec.writable is not None:
         argv += ["--ro-bind", workspace, workspace]
@@ -226,6 +231,9 @@ def bwrap_argv(
             argv += ["--ro-bind", str(path), str(path)]
     else:
         argv += ["--ro-bind", workspace, workspace]
+    # The workspace bind uncovers what was masked inside it (plangate's database in the
+    # project folder): mask that again, above it.
+    argv += _masks(p for p in spec.masked if p.is_relative_to(spec.workspace))
     argv += ["--clearenv"]
     for name, value in sorted(env.items()):
         argv += ["--setenv", name, value]

@@ -1,0 +1,163 @@
+"""What the agent may do for one tool call: decided once, asked by every executor.
+
+The plan gate reads plangate's store at every tool call and records the answer here as
+one :class:`Authority`; the tool that then acts -- the ``Bash`` sandbox, ``Write`` and
+``Edit`` -- asks it and nothing else. A context variable keeps parallel calls apart:
+ADK runs each call of a batch in its own task, and the gate and the tool of one call run
+in the same one. An executor that finds no authority (a tool called around the gate)
+fails closed.
+
+Protected paths are the same for every executor: whatever makes git run a program the
+next time the user types a git command (a repository's config, hooks, ``commondir``,
+``info/``, ``modules/``, ``worktrees/``, or a ``.git`` file or folder anywhere, which can
+point git at another repository's config), plangate's own ``.plangate`` folder, and
+plangate's database with its WAL and SHM files wherever they live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from plangate.errors import CodedError, ErrorCode
+from plangate.plan.record import PlanRecord
+from plangate.plan.scope import Permission, Scope
+
+__all__ = [
+    "GIT_PROGRAM_PATHS",
+    "Authority",
+    "NoAuthority",
+    "ProtectedPath",
+    "authority_of",
+    "current_authority",
+    "git_program_paths",
+    "protected_reason",
+    "require_authority",
+    "set_authority",
+    "use_authority",
+]
+
+GIT_PROGRAM_PATHS = (
+    "config",
+    "config.worktree",
+    "hooks",
+    "commondir",
+    "info",
+    "modules",
+    "worktrees",
+)
+"""Entries of a git directory that can make git run a program or read another config."""
+
+_PLANGATE_FOLDER = ".plangate"
+
+
+@dataclass(frozen=True)
+class Authority:
+    """What the agent may do now, as the gate read it from the store for this call."""
+
+    planning: bool
+    """A plan is being made (or its state cannot be read): nothing may change."""
+    scope: Scope | None = None
+    """The approved plan's scope in force; None: the whole workspace (no scoped plan)."""
+    permission: Permission = "auto"
+    protected_files: tuple[Path, ...] = field(default=())
+    """Absolute paths no executor may write, wherever they are (plangate's database)."""
+
+    def refuses_write(self, rel: str, resolved: Path) -> str | None:
+        """Why a write of ``rel`` (relative to the workspace; ``resolved`` its absolute,
+        symlink-free form) is refused whatever else allows it; None when it is not."""
+        if self.planning:
+            return "a plan is being made, so nothing may change until it is approved"
+        if resolved in self.protected_files:
+            return f"{rel} is plangate's database"
+        return protected_reason(rel)
+
+
+def authority_of(
+    record: PlanRecord | None, *, planning: bool, protected_files: tuple[Path, ...] = ()
+) -> Authority:
+    """The authority a call has under ``record`` (None: no plan). ``planning`` is the
+    gate's reading (a plan being made, or a state it cannot read)."""
+    granted = record is not None and record.is_being_implemented()
+    return Authority(
+        planning=planning,
+        scope=record.scope if granted and record is not None else None,
+        permission=record.permission if granted and record is not None else "auto",
+        protected_files=protected_files,
+    )
+
+
+def protected_reason(rel: str) -> str | None:
+    """Why the workspace path ``rel`` is protected from every executor, or None."""
+    parts = PurePosixPath(rel).parts
+    if not parts:
+        return None
+    if parts[0] == _PLANGATE_FOLDER:
+        return f"{rel} is inside .plangate, plangate's own folder"
+    if ".git" in parts:
+        return (
+            f"{rel} is inside a .git folder (or is one): git runs programs and reads "
+            "configuration from there the next time the user types a git command"
+        )
+    return None
+
+
+def git_program_paths(workspace: Path) -> list[Path]:
+    """The paths of the workspace's git directory that stay read-only for commands that
+    may change the workspace (they still need ``.git/index`` and objects to commit)."""
+    git_dir = workspace / ".git"
+    return [git_dir / name for name in GIT_PROGRAM_PATHS]
+
+
+class NoAuthority(CodedError):
+    """An executor was called without an answer from the gate: it does nothing."""
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(
+            ErrorCode.NO_AUTHORITY,
+            f"{tool} ran without plangate's authorization for this call, so it did nothing",
+            "call the tool through an agent with Plan Mode mounted (setup_plan)",
+        )
+
+
+class ProtectedPath(CodedError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            ErrorCode.PROTECTED_PATH,
+            f"refused: {reason}",
+            "leave this path alone; no plan or approval makes it writable",
+        )
+
+
+_authority: ContextVar[Authority | None] = ContextVar("plangate_authority", default=None)
+
+
+def set_authority(authority: Authority | None) -> None:
+    """Record the gate's answer for the tool call in progress (this task)."""
+    _authority.set(authority)
+
+
+def current_authority() -> Authority | None:
+    return _authority.get()
+
+
+def require_authority(tool: str) -> Authority:
+    """The authority of this call; raises :class:`NoAuthority` when the gate gave none."""
+    authority = _authority.get()
+    if authority is None:
+        raise NoAuthority(tool)
+    return authority
+
+
+@contextmanager
+def use_authority(authority: Authority | None) -> Generator[Authority | None]:
+    """Run a block under ``authority`` (hosts that call an executor directly, tests;
+    None: with no answer, so every executor refuses)."""
+    token = _authority.set(authority)
+    try:
+        yield authority
+    finally:
+        _authority.reset(token)
