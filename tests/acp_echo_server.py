@@ -1,6 +1,9 @@
-"""A tiny stdio MCP server for the ACP tests: one tool, ``echo``."""
+"""A tiny stdio MCP server for the ACP tests: one tool, ``echo`` (or the name in
+``ECHO_TOOL_NAME``)."""
 
 from __future__ import annotations
+
+import os
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -10,7 +13,7 @@ except ImportError:  # mcp 1.x
 server = MCPServer("echo")
 
 
-@server.tool()
+@server.tool(name=os.environ.get("ECHO_TOOL_NAME") or "echo")
 def echo(text: str) -> str:
     """Echo the text back."""
     return f"echo: {text}"

@@ -264,12 +264,12 @@ def test_corrupt_state_runs_what_is_read_only_and_unreachable_runs_nothing() -> 
     assert allowed(ToolCall("Read", {}, Effect.READ))
     assert allowed(ToolCall("Grep", {}))
     assert allowed(ToolCall("Bash", {"command": "ls -la"}, Effect.SHELL))
-    assert allowed(ToolCall("spawn_subagent", {"subagent_type": "Explore"}))
+    assert allowed(ToolCall("spawn_subagent", {"subagent_type": "Explore"}, own=True))
     assert not allowed(ToolCall("Bash", {"command": "rm -rf x"}, Effect.SHELL))
-    assert not allowed(ToolCall("spawn_subagent", {"subagent_type": "general"}))
+    assert not allowed(ToolCall("spawn_subagent", {"subagent_type": "general"}, own=True))
     assert not allowed(ToolCall("Write", {}, Effect.WRITE))
     assert not allowed(ToolCall("write_file", {}))
     for name in ("enter_plan_mode", "update_plan_content", "exit_plan_mode", "ask_user_question"):
-        assert not allowed(ToolCall(name, {}))
+        assert not allowed(ToolCall(name, {}, own=True))
     # An unreachable database is not a corrupt row: it stays closed to everything.
     assert not allowed(ToolCall("Read", {}, Effect.READ), corrupt=False)

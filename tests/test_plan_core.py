@@ -250,7 +250,10 @@ def test_new_cycle_archives_the_approved_plan() -> None:
     assert again.archived is approved
     assert again.record.id != approved.id
     forced = t.force_enter(approved, objective="next", now=NOW)
-    assert forced is not None and forced.archived is approved
+    # Selecting Plan Mode is the user's step: it closes the approved plan it archives.
+    assert forced is not None and forced.archived is not None
+    assert forced.archived.id == approved.id and forced.archived.closed_by == "user"
+    assert (forced.events[0].kind, forced.events[0].actor) == ("plan.closed", "user")
 
 
 def test_forced_entry_resolves_a_pending_entry() -> None:
@@ -277,9 +280,10 @@ def gate(
     record: PlanRecord | None,
     effect: Effect | None = None,
     policy: GatePolicy = POLICY,
+    own: bool = False,
     **args: object,
 ):
-    return decide(ToolCall(name, args, effect), record, policy)
+    return decide(ToolCall(name, args, effect, own=own), record, policy)
 
 
 def test_gate_is_open_without_active_plan() -> None:
@@ -335,31 +339,46 @@ def test_denylist_mode_reproduces_the_plain_list() -> None:
 
 def test_subagent_rules() -> None:
     record = exploring()
-    assert gate("spawn_subagent", record, subagent_type="Explore").allowed
-    assert gate("spawn_subagent", record, subagent_type="Plan").allowed
+    assert gate("spawn_subagent", record, own=True, subagent_type="Explore").allowed
+    assert gate("spawn_subagent", record, own=True, subagent_type="Plan").allowed
     for bad in ("default", "general-purpose", None):
-        decision = gate("spawn_subagent", record, subagent_type=bad)
+        decision = gate("spawn_subagent", record, own=True, subagent_type=bad)
         assert not decision.allowed and "Explore, Plan" in decision.hint
-    assert gate("dynamic_subagent", record, tools=["Read", "Grep"]).allowed
-    assert not gate("dynamic_subagent", record, tools=["Read", "Write"]).allowed
-    assert not gate("dynamic_subagent", record, tools=[]).allowed
-    assert not gate("dynamic_subagent", record).allowed
+    assert gate("dynamic_subagent", record, own=True, tools=["Read", "Grep"]).allowed
+    assert not gate("dynamic_subagent", record, own=True, tools=["Read", "Write"]).allowed
+    assert not gate("dynamic_subagent", record, own=True, tools=[]).allowed
+    assert not gate("dynamic_subagent", record, own=True).allowed
 
 
 def test_plan_tools_allowed_and_enter_refused_while_active() -> None:
     record = exploring()
     for name in ("update_plan_content", "exit_plan_mode", "ask_user_question"):
-        assert gate(name, record).allowed
-    decision = gate("enter_plan_mode", record)
+        assert gate(name, record, own=True).allowed
+    decision = gate("enter_plan_mode", record, own=True)
     assert not decision.allowed and "already active" in decision.message
-    forced = decide(ToolCall("enter_plan_mode", {}), record, POLICY, selection_active=True)
+    forced = decide(
+        ToolCall("enter_plan_mode", {}, own=True), record, POLICY, selection_active=True
+    )
     assert "selected Plan Mode in the UI" in forced.message
+
+
+def test_namesakes_of_plangate_tools_get_no_plan_tool_rights() -> None:
+    record = exploring()
+    for name in ("update_plan_content", "exit_plan_mode", "ask_user_question"):
+        decision = gate(name, record)
+        assert not decision.allowed and "not declared read-only" in decision.message
+    # An archetype name in the arguments makes no namesake a read-only sub-agent.
+    assert not gate("spawn_subagent", record, subagent_type="Explore").allowed
+    assert not gate("dynamic_subagent", record, tools=["Read"]).allowed
+    # Unreadable state: only plangate's own plan tools pass.
+    assert not decide(ToolCall("exit_plan_mode", {}), None, POLICY, unreadable="x").allowed
 
 
 def test_unreadable_state_fails_closed() -> None:
     decision = decide(ToolCall("Read", {}, Effect.READ), None, POLICY, unreadable="corrupt record")
     assert not decision.allowed and "could not be read" in decision.message
-    assert decide(ToolCall("update_plan_content", {}), None, POLICY, unreadable="x").allowed
+    update = ToolCall("update_plan_content", {}, own=True)
+    assert decide(update, None, POLICY, unreadable="x").allowed
 
 
 def test_plan_core_imports_no_adk() -> None:

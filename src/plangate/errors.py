@@ -11,6 +11,7 @@ CodedError           the one exception base; to_result() turns it into that resu
  ├── ReplyIgnored    (plan.transitions)    a human reply that changed nothing
  ├── ReplyError      (plan.replies)        a human reply refused before it was recorded
  ├── PlanAppError    (adk.app_check)       an App that cannot run Plan Mode (developer error)
+ ├── ToolNameReserved (adk.own_tools)     a tool named like one of plangate's (developer error)
  └── ProtocolError   (protocol.definitions) a protocol governance refusal
 ```
 
@@ -51,6 +52,9 @@ class ErrorCode(StrEnum):
     SUBAGENT_UNAVAILABLE = "SUBAGENT_UNAVAILABLE"  # the parent has none of the tools it needs
     SUBAGENT_UNTRUSTED = "SUBAGENT_UNTRUSTED"  # a read-only archetype was given a write tool
     SUBAGENT_FAILED = "SUBAGENT_FAILED"  # the sub-agent's run raised
+
+    # -- tools plangate mounts ----------------------------------------------------------
+    TOOL_NAME_RESERVED = "TOOL_NAME_RESERVED"  # another tool carries a name of plangate's
 
     # -- plan gate and plan state -------------------------------------------------------
     PLAN_MODE_GATE = "PLAN_MODE_GATE"  # refused while a plan is being made

@@ -582,8 +582,11 @@ class PlangateAgent:
         if command.name == "journal":
             await self._say(live, commands.journal_markdown(await session.journal()))
             return ""
-        if command.argument == "off":
-            await self._say(live, await session.leave_plan())
+        if command.argument in ("off", "done"):
+            said = await (
+                session.leave_plan() if command.argument == "off" else session.accept_plan()
+            )
+            await self._say(live, said)
             await self._sync(live)
             return ""
         await self._say(live, await session.select_plan())

@@ -37,9 +37,10 @@ _COMMANDS = (
     AvailableCommand(
         name="plan",
         description="Select Plan Mode; '/plan <message>' also sends the message, "
-        "'/plan off' leaves Plan Mode (cancels an active plan).",
+        "'/plan off' leaves Plan Mode (cancels an active plan), '/plan done' closes the "
+        "approved plan (its scope and permission hold until then).",
         input=AvailableCommandInput(
-            root=UnstructuredCommandInput(hint="off, or a message to plan")
+            root=UnstructuredCommandInput(hint="off, done, or a message to plan")
         ),
     ),
     AvailableCommand(

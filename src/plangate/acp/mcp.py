@@ -6,7 +6,8 @@ attached to that session only: :class:`SessionToolsets` sits in the shared agent
 tools and hands each invocation the toolsets of its own session. Their tools declare no
 effect, so while a plan is being made the plan gate's default deny refuses them (an MCP
 server's own ``readOnlyHint`` is a claim, not a proof); with no plan or after approval
-they run. HTTP, SSE and ACP-transport servers are refused with a JSON-RPC error: this
+they run. A server whose tool would carry the name of one of plangate's tools (server
+``spawn``, tool ``subagent``: ``spawn_subagent``) is refused (``TOOL_NAME_RESERVED``). HTTP, SSE and ACP-transport servers are refused with a JSON-RPC error: this
 agent advertises no ``mcpCapabilities`` for them.
 """
 
@@ -23,6 +24,8 @@ from acp.schema import McpServerStdio
 from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.base_toolset import BaseToolset
+
+from plangate.adk.own_tools import RESERVED_TOOL_NAMES, reserved_name_error
 
 __all__ = ["SessionToolsets", "check_servers", "start_servers"]
 
@@ -73,7 +76,7 @@ async def start_servers(servers: Sequence[McpServerStdio], workspace: Path) -> l
         )
         started.append(toolset)
         try:
-            await toolset.get_tools()
+            tools = await toolset.get_tools()
         except Exception as exc:
             for toolset in started:
                 await _close(toolset)
@@ -82,7 +85,33 @@ async def start_servers(servers: Sequence[McpServerStdio], workspace: Path) -> l
                 f"MCP server '{server.name}' did not start: {exc}",
                 {"mcpServer": server.name, "command": server.command},
             ) from None
+        refusal = _namesake(server.name, toolset.tool_name_prefix, tools)
+        if refusal is not None:
+            for toolset in started:
+                await _close(toolset)
+            raise refusal
     return started
+
+
+def _namesake(server: str, prefix: str | None, tools: list[BaseTool]) -> RequestError | None:
+    """The refusal of a server whose tool, once prefixed, carries a name of plangate's:
+    ADK would let it replace plangate's tool (server ``spawn``, tool ``subagent``)."""
+    for tool in tools:
+        exposed = f"{prefix}_{tool.name}" if prefix else tool.name
+        if exposed in RESERVED_TOOL_NAMES:
+            error = reserved_name_error(exposed, f"MCP tool '{tool.name}' of server '{server}'")
+            return RequestError(
+                -32602,
+                f"{error.code.value}: {error.message}",
+                {
+                    "code": error.code.value,
+                    "hint": f"{error.hint}, or rename the server",
+                    "mcpServer": server,
+                    "tool": tool.name,
+                    "reserved": exposed,
+                },
+            )
+    return None
 
 
 def _tool_prefix(name: str) -> str:
@@ -113,7 +142,13 @@ class SessionToolsets(BaseToolset):
                 tools.extend(await toolset.get_tools_with_prefix(readonly_context))
             except Exception:  # one broken server must not take the others down
                 logger.exception("an MCP server of session %s failed", readonly_context.session.id)
-        return tools
+        # A server may rename its tools after it was attached: a namesake of one of
+        # plangate's tools is left out, so it cannot take that tool's place (the gate
+        # refuses it too, should it get through another way).
+        kept = [t for t in tools if t.name not in RESERVED_TOOL_NAMES]
+        if len(kept) != len(tools):
+            logger.warning("left out MCP tools named like plangate's tools")
+        return kept
 
     async def close(self) -> None:
         sessions, self._by_session = self._by_session, {}

@@ -15,6 +15,7 @@ from google.genai import types
 from plangate.adk import telemetry
 from plangate.adk.capability import ask_for_call, check_capability, read_only_hint
 from plangate.adk.history import PlanHistory
+from plangate.adk.own_tools import is_own
 from plangate.adk.replies import apply_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope, scope_of
@@ -75,13 +76,13 @@ def make_gate(runtime: PlanRuntime) -> Any:
         # One answer for this call, read from the store just now: every executor (the
         # sandbox of a command, Write, Edit) asks it and nothing else.
         set_authority(authority_of(record, planning=planning, protected_files=hidden_paths()))
-        call = ToolCall(tool.name, args or {}, effect)
+        call = ToolCall(tool.name, args or {}, effect, own=is_own(tool))
         if not planning:
             decision = decide(call, record, runtime.policy)
         elif effect is _SHELL:
             # Proving a command read-only parses it: a long command takes long, so it is
             # judged off the event loop.
-            call = ToolCall(tool.name, args or {}, effect, await _sandboxed(tool))
+            call = call._replace(contained=await _sandboxed(tool))
             decision = await asyncio.to_thread(
                 decide,
                 call,

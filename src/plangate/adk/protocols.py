@@ -47,6 +47,7 @@ from google.genai import types
 
 from plangate.adk.boundary import install_boundary
 from plangate.adk.contract import DeclaredOnceFunctionTool, signed_once
+from plangate.adk.own_tools import guard_names, mark_own, refuse_namesakes
 from plangate.adk.protocol_runtime import PROTOCOL_MARKER, ProtocolRuntime
 from plangate.adk.waits import run_waits
 from plangate.policy.effects import Effect, declare_effect
@@ -218,6 +219,7 @@ def _protocol_tools(runtime: ProtocolRuntime) -> list[BaseTool]:
     # Mode may let them run while a plan is being made.
     for tool in tools:
         declare_effect(tool, Effect.READ)
+        mark_own(tool)
     return tools
 
 
@@ -355,6 +357,8 @@ def setup_protocols(agent: LlmAgent, options: ProtocolOptions | None = None) -> 
         log.warning("setup_protocols: already mounted on %r; ignoring", agent.name)
         return agent
     options = options or ProtocolOptions()
+    # A tool named like one of plangate's would replace it (ADK finds tools by name).
+    refuse_namesakes(agent)
 
     def agent_model_classifier() -> Classifier | None:
         return model_classifier(agent.canonical_model)
@@ -390,7 +394,9 @@ def setup_protocols(agent: LlmAgent, options: ProtocolOptions | None = None) -> 
             callbacks["after_tool"],
             *_as_list(governed.after_tool_callback),
         ]
-    install_boundary(agent).add(callbacks["check"], order=PROTOCOL_BOUNDARY_ORDER)
+    boundary = install_boundary(agent)
+    guard_names(boundary)
+    boundary.add(callbacks["check"], order=PROTOCOL_BOUNDARY_ORDER)
     return agent
 
 

@@ -38,7 +38,8 @@ are recorded one by one and the run is resumed once::
 
 Mode selection -- safe while a run is in progress
 -------------------------------------------------
-``select_plan()`` and ``leave_plan()`` write only plangate's store, never the ADK
+``close_plan()`` is the human's step that ends an approved plan's grant (its todos
+being completed does not). ``select_plan()`` and ``leave_plan()`` write only plangate's store, never the ADK
 session a running invocation holds: the selection is recorded and applied at the next
 model-step boundary of the running invocation (or, for ``leave_plan`` with no run in
 progress in this process, at once). ``mode()`` shows ``{active, pending}``. A selection
@@ -400,7 +401,52 @@ class PlanSession:
         if mode.pending:
             await self._request(options.agent_state_value)
             return "Plan mode entry cancelled."
+        record = await self.record()
+        if record is not None and record.is_being_implemented():
+            # A mode switch, which hosts may send on their own, never ends a grant.
+            return (
+                "Plan mode is already inactive. The approved plan still holds its scope "
+                "and permission; /plan done closes it."
+            )
         return "Plan mode is already inactive."
+
+    async def accept_plan(self) -> str:
+        """``close_plan`` for a surface's "plan done" command: the line to show."""
+        if await self.close_plan():
+            return (
+                "Closed the approved plan: its scope and permission no longer apply. "
+                "Start the next plan with /plan."
+            )
+        return "No approved plan is open."
+
+    async def close_plan(self, *, actor: str = "user", reason: str = "accepted") -> bool:
+        """The human closes the approved plan (accepts the finished work): its grant --
+        scope, permission, the sandbox's scoped binds -- ends now, journaled as
+        ``plan.closed`` with ``actor``. Requests still open under it are withdrawn.
+
+        Completed todos never end a grant; this (or approving a new plan, or leaving
+        Plan Mode) does. Returns False when no approved plan holds a grant.
+        """
+        runtime, scope = self.runtime, self.scope
+        for _ in range(_MAX_ATTEMPTS):
+            loaded = await runtime.load(scope)
+            if loaded.unreadable:
+                raise RuntimeError(f"the plan state cannot be read: {loaded.unreadable}")
+            state = loaded.state.model_copy(deep=True)
+            transition = transitions.close(
+                state.record, now=runtime.now(), actor=actor, reason=reason
+            )
+            if transition is None:
+                return False
+            state.apply(transition)
+            try:
+                await runtime.commit(scope, loaded, state, [transition], [])
+            except Conflict:
+                continue
+            if not self.running:
+                await self._sync_mirror()
+            return True
+        raise RuntimeError("the plan kept changing while closing it; try again")
 
     # -- internals -------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from plangate.adk.boundary import install_boundary
 from plangate.adk.callbacks import make_before_model, make_gate
 from plangate.adk.contract import signed_once
 from plangate.adk.options import PlanOptions
+from plangate.adk.own_tools import guard_names, refuse_namesakes, refuse_reserved_rules
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.tools import PlanToolSet
 from plangate.plan.codec import decode_plan
@@ -30,6 +31,9 @@ def setup_plan(agent: LlmAgent, options: PlanOptions | None = None) -> LlmAgent:
     and on every sub-agent below it, so a delegated agent cannot escape it. Calling it a
     second time on the same agent changes nothing.
 
+    A tool of the agent (or of an agent below it) or a rule of the policy file named like
+    one of plangate's tools raises ``ToolNameReserved`` (``TOOL_NAME_RESERVED``).
+
     The agent must run in an App like ``build_app``'s (resumable, with ``PlanPlugin``); in
     any other its first model step raises ``PlanAppError`` (``PLAN_APP_MISCONFIGURED``).
     """
@@ -37,14 +41,19 @@ def setup_plan(agent: LlmAgent, options: PlanOptions | None = None) -> LlmAgent:
         log.warning("setup_plan: Plan Mode is already mounted on %r; ignoring", agent.name)
         return agent
     options = options or PlanOptions()
+    # A tool named like one of plangate's would replace it (ADK finds tools by name).
+    refuse_namesakes(agent)
     runtime = PlanRuntime(options, options.branch or agent.name)
+    refuse_reserved_rules(runtime.tool_policy, str(options.policy_file))
     agent.tools = [*agent.tools, PlanToolSet(runtime)]
     agent.before_model_callback = [
         *_as_list(agent.before_model_callback),
         signed_once(_check_app),
         signed_once(make_before_model(runtime)),
     ]
-    install_boundary(agent).add(make_gate(runtime), order=0)
+    boundary = install_boundary(agent)
+    guard_names(boundary)
+    boundary.add(make_gate(runtime), order=0)
     return agent
 
 

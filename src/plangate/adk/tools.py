@@ -21,6 +21,7 @@ from plangate.adk.contract import (
     DeclaredOnceLongRunningTool,
     refresh_tools_every_step,
 )
+from plangate.adk.own_tools import mark_own
 from plangate.adk.replies import record_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import scope_of
@@ -114,8 +115,8 @@ def _build_tools(runtime: PlanRuntime) -> list[BaseTool]:
     return [
         make_enter_plan_mode_tool(runtime),
         UpdatePlanContentTool(runtime),
-        DeclaredOnceLongRunningTool(exit_plan_mode),
-        DeclaredOnceLongRunningTool(ask_user_question),
+        mark_own(DeclaredOnceLongRunningTool(exit_plan_mode)),
+        mark_own(DeclaredOnceLongRunningTool(ask_user_question)),
     ]
 
 
@@ -160,7 +161,7 @@ def make_enter_plan_mode_tool(runtime: PlanRuntime) -> LongRunningFunctionTool:
                 ),
             )
 
-    return DeclaredOnceLongRunningTool(enter_plan_mode)
+    return mark_own(DeclaredOnceLongRunningTool(enter_plan_mode))
 
 
 class UpdatePlanContentTool(DeclaredOnceFunctionTool):
@@ -170,6 +171,7 @@ class UpdatePlanContentTool(DeclaredOnceFunctionTool):
     def __init__(self, runtime: PlanRuntime) -> None:
         super().__init__(_update_plan_content(runtime))
         self.runtime = runtime
+        mark_own(self)
 
 
 def _update_plan_content(runtime: PlanRuntime) -> Callable[..., Any]:

@@ -37,11 +37,11 @@ from google.genai import types
 
 from plangate.adk.boundary import Boundary, boundary_of
 from plangate.adk.contract import DeclaredOnceFunctionTool, StreamingMode
+from plangate.adk.own_tools import RESERVED_TOOL_NAMES, is_own, mark_own
 from plangate.adk.scope import governing_scope, scope_of
 from plangate.adk.setup import plan_runtime
 from plangate.adk.tools import PlanToolSet
 from plangate.errors import ErrorCode, error_result
-from plangate.plan.gate import PLAN_TOOL_NAMES
 from plangate.policy.effects import Effect, declare_effect, effect_of
 
 __all__ = ["ARCHETYPES", "SPAWN_TOOL_NAMES", "Archetype", "subagent_tools"]
@@ -336,11 +336,12 @@ def _nearest(lineage: list[BaseAgent], lookup: Any) -> Any:
 
 def _spawn_tool(func: Any) -> BaseTool:
     declare_effect(func, Effect.SPAWN)
-    return declare_effect(DeclaredOnceFunctionTool(func), Effect.SPAWN)
+    return mark_own(declare_effect(DeclaredOnceFunctionTool(func), Effect.SPAWN))
 
 
 def _excluded(tool: Any) -> bool:
-    return isinstance(tool, PlanToolSet) or _tool_name(tool) in SPAWN_TOOL_NAMES | PLAN_TOOL_NAMES
+    # plangate's own tools by identity; a namesake too, so none reaches a child.
+    return isinstance(tool, PlanToolSet) or is_own(tool) or _tool_name(tool) in RESERVED_TOOL_NAMES
 
 
 def _tool_name(tool: Any) -> str:

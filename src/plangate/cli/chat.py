@@ -71,6 +71,8 @@ HELP = """Commands:
   /plan off         leave Plan Mode (cancels an active plan) or cancel a pending entry
                     (/plan and /plan off also work while the agent is running: they
                     apply from its next step)
+  /plan done        close the approved plan (accept the work): its scope and "ask for
+                    each edit" stay in force until you do, even once its todos are done
   /status           mode, plan status and pending requests
   /journal          the session's governance journal
   /help             this help
@@ -244,6 +246,8 @@ class Chat:
         elif name == "/plan":
             if rest == "off":
                 self.console.print(Text(await self.session.leave_plan(), "magenta"))
+            elif rest == "done":
+                self.console.print(Text(await self.session.accept_plan(), "magenta"))
             else:
                 self.console.print(Text(await self.session.select_plan(), "magenta"))
                 if rest:

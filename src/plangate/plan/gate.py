@@ -62,6 +62,10 @@ class ToolCall(NamedTuple):
     contained: bool = False
     """The tool runs its commands in an available OS sandbox whose profile follows the
     plan state, so a read-only filesystem holds what the shell parser cannot prove."""
+    own: bool = False
+    """The tool is an object plangate mounted (a plan, sub-agent or protocol tool), as
+    the host knows by identity. Only then does its name give it a plan tool's rights: a
+    namesake is judged like any other tool."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ def _decide_corrupt(call: ToolCall, policy: GatePolicy, reason: str) -> GateDeci
     a question in (``ask_user_question`` stores it in the plan), so the model is told to
     ask in plain text instead.
     """
-    if call.name in PLAN_TOOL_NAMES:
+    if _is_plan_tool(call):
         why = "there is no readable plan to update, submit or record a question in"
         alternative = "ask in plain text and end your turn"
     else:
@@ -140,7 +144,7 @@ def decide(
     if unreadable is not None:
         if corrupt:
             return _decide_corrupt(call, policy, unreadable)
-        if call.name in PLAN_TOOL_NAMES:
+        if _is_plan_tool(call):
             return GateDecision(True, "plan tool")
         return _deny(
             call,
@@ -152,6 +156,8 @@ def decide(
     if record is None or record.status not in GATE_ACTIVE_STATUSES:
         return _ALLOW_NO_PLAN
     name = call.name
+    if not call.own:
+        return _decide_by_effect(call, record, policy)
     if name in PLAN_TOOL_NAMES:
         if name != "enter_plan_mode":
             return _ALLOW_PLAN_TOOL
@@ -193,7 +199,17 @@ def decide(
             "a dynamic sub-agent needs an explicit, non-empty list of read-only tools",
             f"pass tools chosen from: {allowed}",
         )
-    effect = call.effect
+    return _decide_by_effect(call, record, policy)
+
+
+def _is_plan_tool(call: ToolCall) -> bool:
+    return call.own and call.name in PLAN_TOOL_NAMES
+
+
+def _decide_by_effect(call: ToolCall, record: PlanRecord, policy: GatePolicy) -> GateDecision:
+    """Every tool but plangate's plan and sub-agent tools: judged by what it declares (or,
+    in ``denylist`` mode, by the write list); a plan tool's name gives a namesake nothing."""
+    name, effect = call.name, call.effect
     if policy.mode == "denylist":
         if name in policy.write_tool_names:
             return _refusal(name, record.status, "it is a write tool")

@@ -147,15 +147,28 @@ class PlanRecord(_Model):
     started_at: float
     updated_at: float
     finished_at: float | None = None
-    """When an approved plan was done with (its todos completed); from then on it is
-    history, and the agent is offered Plan Mode again for the next task."""
+    """When the agent completed every todo of the approved plan: the approved-plan note
+    stops and the agent is offered Plan Mode again. It ends nothing the human granted
+    (a record stored before ``closed_at`` existed keeps its grant too, until a human
+    closes the plan: only a human decision ends a grant)."""
+    closed_at: float | None = None
+    """When a human closed the approved plan (accepted the work, approved a new plan, or
+    left Plan Mode): its scope, permission and sandbox binds stop applying then."""
+    closed_by: str | None = None
+    """Who closed it (always a human actor, e.g. ``user``)."""
 
     def is_gate_active(self) -> bool:
         return self.status in GATE_ACTIVE_STATUSES
 
     def is_being_implemented(self) -> bool:
-        """Approved and not finished: the plan the agent is working on now."""
-        return self.status is PlanStatus.APPROVED and self.finished_at is None
+        """Approved and not closed by a human: the grant (scope, permission) holds, even
+        once the agent has completed its todos."""
+        return self.status is PlanStatus.APPROVED and self.closed_at is None
+
+    def is_unfinished(self) -> bool:
+        """Being implemented and its todos not all completed yet: the agent is told of
+        the approved plan at every step."""
+        return self.is_being_implemented() and self.finished_at is None
 
     def open_requests(self) -> list[PendingRequest]:
         """The pending requests in the order the model asked them."""

@@ -36,6 +36,7 @@ __all__ = [
     "apply_reply",
     "ask_question",
     "cancel",
+    "close",
     "finish",
     "force_enter",
     "number_in_call_order",
@@ -274,20 +275,21 @@ def force_enter(
         plan_id=plan_id,
     )
     before = current.status if current else None
+    events = [
+        _event(
+            record, before, actor=actor, now=now, via="selection", replaces=current and current.id
+        )
+    ]
+    archived = current
+    if current is not None and current.is_being_implemented():
+        # Selecting Plan Mode is the user's own step: it closes the plan whose grant held.
+        archived = _closed(current, now=now, actor=actor)
+        events.insert(0, _closed_event(archived, actor=actor, now=now, reason="new plan"))
     return Transition(
         record=record,
         result={"status": "exploring", "plan": record.dump()},
-        events=[
-            _event(
-                record,
-                before,
-                actor=actor,
-                now=now,
-                via="selection",
-                replaces=current and current.id,
-            )
-        ],
-        archived=current,
+        events=events,
+        archived=archived,
         narrate="entered",
     )
 
@@ -598,23 +600,86 @@ def answer_question(
 def finish(
     record: PlanRecord | None, *, now: float, reason: str, actor: str = "agent"
 ) -> Transition | None:
-    """An approved plan is done with: it stops being the plan the agent works on.
+    """The agent completed the approved plan's todos: the approved-plan note stops and
+    Plan Mode is offered again. The grant stays: only a human closes the plan
+    (:func:`close`), so an agent cannot end its own limits by ticking its todos.
 
-    Returns None unless ``record`` is approved and not finished yet.
+    Returns None unless ``record`` is being implemented and not finished yet.
     """
-    if record is None or not record.is_being_implemented():
+    if record is None or not record.is_unfinished():
         return None
     updated = record.model_copy(deep=True)
     updated.finished_at = now
     updated.updated_at = now
     return Transition(
         record=updated,
-        result={"status": "finished", "message": f"The approved plan is finished ({reason})."},
+        result={
+            "status": "finished",
+            "message": f"The approved plan's work is done ({reason}); its grant holds "
+            "until the user closes the plan.",
+        },
         events=[
             _event(
-                updated, record.status, actor=actor, now=now, kind="plan.finished", reason=reason
+                updated,
+                record.status,
+                actor=actor,
+                now=now,
+                kind="plan.todos_done",
+                reason=reason,
+                grant="kept",
             )
         ],
+    )
+
+
+def close(
+    record: PlanRecord | None, *, now: float, actor: str = "user", reason: str = "accepted"
+) -> Transition | None:
+    """A human closes the approved plan: its grant (scope, permission, the sandbox's
+    scoped binds) ends, and requests still open under it are withdrawn.
+
+    Returns None when no approved plan holds a grant.
+    """
+    if record is None or not record.is_being_implemented():
+        return None
+    updated = _closed(record, now=now, actor=actor)
+    withdrawn = _withdraw_open(updated, actor=actor, now=now, why="The user closed the plan")
+    return Transition(
+        record=updated,
+        result={
+            "status": "closed",
+            "message": "The user closed the approved plan; its scope and permission no "
+            "longer apply.",
+        },
+        events=[_closed_event(updated, actor=actor, now=now, reason=reason, withdrawn=withdrawn)],
+        resolutions=withdrawn,
+    )
+
+
+def _closed(record: PlanRecord, *, now: float, actor: str) -> PlanRecord:
+    updated = record.model_copy(deep=True)
+    updated.closed_at = now
+    updated.closed_by = actor
+    updated.updated_at = now
+    return updated
+
+
+def _closed_event(
+    record: PlanRecord,
+    *,
+    actor: str,
+    now: float,
+    reason: str,
+    withdrawn: dict[str, dict[str, Any]] | None = None,
+) -> JournalEvent:
+    return _event(
+        record,
+        record.status,
+        actor=actor,
+        now=now,
+        kind="plan.closed",
+        reason=reason,
+        withdrawn=sorted(withdrawn) if withdrawn else None,
     )
 
 

@@ -13,6 +13,7 @@ Endpoints
     GET  /api/live                  every thread's live events (SSE), as {threadId, event}
     POST /api/threads/{id}/mode     the Plan/Agent toggle (applies at the next step of a run)
     POST /api/threads/{id}/leave-plan  the user's exit from Plan Mode (cancels the plan)
+    POST /api/threads/{id}/close-plan  the user closes the approved plan (ends its grant)
     POST /api/threads/{id}/stop     stop the run in progress (journaled)
 
 Safe to expose: loopback without a token by default (Host checked against loopback
@@ -492,6 +493,39 @@ async def leave_plan(request: Request) -> Response:
     return await _select_mode(request, "agent")
 
 
+async def close_plan(request: Request) -> Response:
+    """The user closes the approved plan (accepts the work): its scope and permission
+    stop applying, journaled as ``plan.closed`` by the user. Completed todos never do
+    this. 409 ``INVALID_STATE`` when no approved plan is open."""
+    found = await _thread_or_404(request)
+    if isinstance(found, Response):
+        return found
+    web, thread_id = found
+    if not _sends_json(request):
+        return _error(415, ErrorCode.BAD_INPUT, "send Content-Type: application/json")
+    session = web.plan_session(thread_id)
+    running = thread_id in web.runs
+    if not running:
+        web.runs[thread_id] = None  # no run may start while the plan is being closed
+    try:
+        closed = await session.close_plan(actor="user", reason="accepted")
+        data = await thread_json(session, running=running)
+    except RuntimeError as exc:
+        return _error(409, ErrorCode.MODE_NOT_CHANGED, str(exc))
+    finally:
+        if not running:
+            web.runs.pop(thread_id, None)
+    if not closed:
+        return _error(
+            409,
+            ErrorCode.INVALID_STATE,
+            "no approved plan is open in this thread (it may already be closed)",
+        )
+    web.publish(thread_id, change_note(thread_id, "plan:closed"))
+    message = "Closed the approved plan: its scope and permission no longer apply."
+    return JSONResponse({"message": message, **data}, headers={"Cache-Control": "no-store"})
+
+
 async def select_mode(request: Request) -> Response:
     """The Plan/Agent toggle: ``{"mode": "plan" | "agent"}``. During a run the selection
     is recorded and applies at the next step boundary; between runs Agent leaves Plan
@@ -806,6 +840,7 @@ def create_app(
             Route("/api/threads/{thread_id}/live", live_thread),
             Route("/api/live", live_all),
             Route("/api/threads/{thread_id}/leave-plan", leave_plan, methods=["POST"]),
+            Route("/api/threads/{thread_id}/close-plan", close_plan, methods=["POST"]),
             Route("/api/threads/{thread_id}/mode", select_mode, methods=["POST"]),
             Route("/api/threads/{thread_id}/stop", stop, methods=["POST"]),
             Mount("/static", StaticFiles(directory=_static_dir()), name="static"),

@@ -545,6 +545,20 @@
       rows.push(el("div", { class: "plan-scope" }, el("span", { class: "label", text: "Scope" }), "the whole workspace", el("span", { class: "chip", text: "you review each edit" })));
     }
     if (record.reviewerNote) rows.push(el("div", { class: "reviewer-note" }, el("span", { class: "label", text: "Reviewer note" }), record.reviewerNote));
+    if (record.status === "approved" && !record.closedAt) {
+      // The grant holds until the user closes the plan, even once every todo is done.
+      const note = record.finishedAt ? "The agent marked every todo done. " : "";
+      rows.push(
+        el(
+          "div",
+          { class: "plan-close" },
+          el("span", { class: "hint", text: `${note}The scope and permission hold until you close the plan.` }),
+          el("button", { id: "close-plan", type: "button", class: "small", text: "Close plan", onclick: closePlan })
+        )
+      );
+    } else if (record.status === "approved" && record.closedAt) {
+      rows.push(el("div", { class: "plan-close" }, el("span", { class: "hint", text: "Closed by you: its scope and permission no longer apply." })));
+    }
     meta.replaceChildren(...rows);
     if (record.content) {
       body.innerHTML = R.markdownHtml(record.content);
@@ -1754,6 +1768,20 @@
     }
     S.selection = mode === threadSelection() ? null : mode;
     renderMode();
+  }
+
+  async function closePlan() {
+    if (S.loading || S.running) return;
+    const path = `/api/threads/${encodeURIComponent(S.threadId)}`;
+    const { ok, status, body } = await postJson(`${path}/close-plan`, {});
+    if (!ok) {
+      if (!authProblem(status)) showBanner(errorText(body.code, body.error));
+      return;
+    }
+    await loadThread();
+    showBanner(body.message, "info");
+    broadcast("changed");
+    window.__events.push({ type: "CLOSED_PLAN", at: performance.now() });
   }
 
   function startNewThread() {
