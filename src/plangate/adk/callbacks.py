@@ -251,7 +251,7 @@ def _nothing_to_apply(runtime: PlanRuntime, state: PlanSessionState, context: An
     requested or written since the last boundary, and no approved plan to finish. (The
     full path below decides the same; this spares it a deep copy at every step.)"""
     record = state.record
-    if state.untold_switch is not None or (record is not None and record.is_being_implemented()):
+    if state.untold_switch is not None or (record is not None and record.is_unfinished()):
         return False
     key = runtime.options.force_enter_plan_state_key
     if not key:
@@ -377,10 +377,12 @@ def _finish_if_done(
     now: float,
 ) -> None:
     """An approved plan whose todos (written after the approval) are all completed is
-    finished: the approved-plan note stops and Plan Mode is offered again."""
+    finished: the approved-plan note stops and Plan Mode is offered again. Its grant
+    (scope, permission, sandbox binds) stays until a human closes the plan: the agent's
+    own todo list cannot end what the human granted."""
     record = state.record
     key = runtime.options.todos_state_key(runtime.branch)
-    if record is None or not record.is_being_implemented() or not key:
+    if record is None or not record.is_unfinished() or not key:
         return
     todos = context.state.get(key)
     if not isinstance(todos, list) or not todos:
@@ -669,11 +671,12 @@ def _inject_prompt(
         if options.inject_prompt and PLAN_MODE_MARKER not in system:
             llm_request.append_instructions([prompts.plan_prompt(options.plan_prompt, record)])
         return
-    if record is not None and record.is_being_implemented():
+    if record is not None and record.is_unfinished():
         if options.inject_prompt and APPROVED_PLAN_MARKER not in system:
             llm_request.append_instructions([_approved_plan_note(record)])
         return
-    # A finished plan is history: the next task is offered Plan Mode again.
+    # A finished plan's note stops (its grant holds until a human closes it): the next
+    # task is offered Plan Mode again.
     selected = (
         bool(options.force_enter_plan_state_key)
         and state.selection == options.force_enter_plan_state_value
