@@ -71,6 +71,8 @@ class ErrorCode(StrEnum):
     # -- tool policy --------------------------------------------------------------------
     POLICY_DENIED = "POLICY_DENIED"  # a deny rule matched
     POLICY_ASK = "POLICY_ASK"  # the call needs the user's approval first
+    APPROVAL_USED = "APPROVAL_USED"  # an approval was spent, or bound to other arguments
+    AMENDMENT_LIMIT = "AMENDMENT_LIMIT"  # too many amendment requests in one step or plan
 
     # -- human replies ------------------------------------------------------------------
     HITL_REPLY_IGNORED = "HITL_REPLY_IGNORED"  # a reply changed nothing (seed's prefix)

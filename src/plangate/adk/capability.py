@@ -11,6 +11,10 @@ the scope now covers it, or the edit was allowed) or answers with the refusal.
 The human's decision lives in plangate's store like every other reply: surfaces answer
 the pending request by its call id, and :func:`confirmation_reply` turns the decision
 into the confirmation ADK resumes with.
+
+An approval is bound to the call id **and** the hash of the call's arguments, and is
+spent when the call runs: a later call that reuses the id (with other arguments, or the
+same ones again, from the agent or a sub-agent) is refused with ``APPROVAL_USED``.
 """
 
 from __future__ import annotations
@@ -21,23 +25,24 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from google.adk.tools import ToolContext
 from google.genai import types
 from pydantic import ValidationError
 
 from plangate.adk.runtime import Loaded, PlanRuntime
-from plangate.adk.scope import governing_scope
+from plangate.adk.scope import governing_scope, scope_of
 from plangate.errors import ErrorCode, error_result
-from plangate.plan.amendments import request_amendment
+from plangate.plan.amendments import call_sha256, request_amendment
 from plangate.plan.record import PlanRecord
 from plangate.plan.scope import Scope, Wants, needs_network
-from plangate.plan.session_state import PlanSessionState
+from plangate.plan.session_state import PlanSessionState, Resolution
 from plangate.plan.transitions import Transition
 from plangate.policy.command_split import split_commands
 from plangate.policy.effects import Effect, effect_of, write_path_of
 from plangate.policy.shell import ShellKind, classify_command
+from plangate.store.store import Conflict
 
 __all__ = [
     "CONFIRMATION_CALL",
@@ -79,6 +84,10 @@ async def check_capability(
     if resolution is not None and resolution.decides_call:
         if resolution.result.get("status") != "approved":
             return resolution.result
+        digest = call_sha256(args)
+        refusal = resolution.refuses(digest)
+        if refusal is not None:
+            return refusal
         # An approval lets the call run only within the scope in force once it was
         # given: a reviewer may approve an amendment with a narrower grant than asked,
         # and a call allowed while no scope governed it (a policy ask while planning)
@@ -89,7 +98,7 @@ async def check_capability(
         except ValueError as exc:
             return _unnameable(tool.name, exc)
         if missing.is_empty():
-            return None
+            return await _spend(runtime, tool_context, call_id, digest)
         why = (
             "the user allowed this call before the plan's scope applied"
             if _allowed_before_scope(record, call_id)
@@ -105,7 +114,7 @@ async def check_capability(
         return _waiting(record.pending_for(call_id).payload)  # type: ignore[union-attr]
     found = await asyncio.to_thread(_wants, tool, args)
     if found is None:
-        return await _pause_for_policy(runtime, tool, tool_context, ask)
+        return await _pause_for_policy(runtime, tool, tool_context, ask, args)
     wants, target, written = found
     try:
         missing = record.scope.missing(wants) if record.scope is not None else Scope()
@@ -117,7 +126,7 @@ async def check_capability(
     elif not edit.is_empty():
         kind, asked = "edit", edit
     else:
-        return await _pause_for_policy(runtime, tool, tool_context, ask)
+        return await _pause_for_policy(runtime, tool, tool_context, ask, args)
     # The diff is read only for a call that waits: an in-scope write does not pay for it.
     change = (
         await asyncio.to_thread(_diff, tool.name, written, wants.paths[0], args)
@@ -133,6 +142,7 @@ async def check_capability(
         target=target,
         change=change,
         reason=ask or "",
+        args_sha256=call_sha256(args),
     )
 
 
@@ -156,13 +166,78 @@ def _allowed_before_scope(record: Any, call_id: str) -> bool:
     return any(a.call_id == call_id and a.kind == "tool" for a in record.approvals)
 
 
+async def _spend(
+    runtime: PlanRuntime, tool_context: Any, call_id: str, digest: str
+) -> dict[str, Any] | None:
+    """Mark the approval of ``call_id`` used, so it lets this one call run; the refusal
+    when it was spent meanwhile (two calls with one id race here: one wins).
+
+    The same locked compare-and-set as plan tools: the mark is in the store before the
+    call runs, so no crash or concurrent call can run it twice.
+    """
+    from plangate.adk.tools import _MAX_ATTEMPTS, _conflict, _lock, _unreadable
+
+    scope = scope_of(tool_context, runtime.branch)
+    conflict: Conflict | None = None
+    async with _lock(scope.key):
+        for _ in range(_MAX_ATTEMPTS):
+            loaded = await runtime.load(scope)
+            if loaded.unreadable:
+                return _unreadable(loaded.unreadable)
+            resolution = loaded.state.resolutions.get(call_id)
+            if resolution is None:
+                return _no_approval(call_id)
+            refusal = resolution.refuses(digest)
+            if refusal is not None:
+                return refusal
+            state = loaded.state.model_copy(deep=True)
+            state.resolutions[call_id] = resolution.model_copy(update={"used": True})
+            try:
+                await runtime.commit(scope, loaded, state)
+            except Conflict as exc:
+                conflict = exc
+                continue
+            return None
+    assert conflict is not None  # every attempt lost a compare-and-set
+    return _conflict(conflict)
+
+
+def _no_approval(call_id: str) -> dict[str, Any]:
+    return error_result(
+        ErrorCode.APPROVAL_USED,
+        f"no approval of call {call_id!r} is on record any more; this call did not run",
+        "make the call again with a new call id",
+    )
+
+
+def _call_args(tool_context: Any, call_id: str) -> dict[str, Any]:
+    """The arguments of the call ``call_id`` as the model made it (the latest call with
+    that id in the session), for a check that is not handed them."""
+    ctx = tool_context.get_invocation_context()
+    for event in reversed(ctx.session.events):
+        for call in event.get_function_calls():
+            if call.id == call_id:
+                return dict(call.args or {})
+    return {}
+
+
 async def _pause_for_policy(
-    runtime: PlanRuntime, tool: Any, tool_context: Any, ask: str | None
+    runtime: PlanRuntime,
+    tool: Any,
+    tool_context: Any,
+    ask: str | None,
+    args: dict[str, Any],
 ) -> dict[str, Any] | None:
     if ask is None:
         return None
     return await _pause(
-        runtime, tool_context, tool.name, "tool", Scope(), reason=_hinted(tool, ask)
+        runtime,
+        tool_context,
+        tool.name,
+        "tool",
+        Scope(),
+        reason=_hinted(tool, ask),
+        args_sha256=call_sha256(args),
     )
 
 
@@ -175,7 +250,11 @@ async def ask_for_call(
     call_id = getattr(tool_context, "function_call_id", None) or ""
     resolution = state.resolutions.get(call_id)
     if resolution is not None and resolution.decides_call:
-        return None if resolution.result.get("status") == "approved" else resolution.result
+        if resolution.result.get("status") != "approved":
+            return resolution.result
+        # The gate does not hand this check the arguments: the session holds the call.
+        digest = call_sha256(_call_args(tool_context, call_id))
+        return resolution.refuses(digest) or await _spend(runtime, tool_context, call_id, digest)
     pending = state.record.pending_for(call_id) if state.record is not None else None
     if pending is not None:
         return _waiting(pending.payload)
@@ -188,7 +267,13 @@ async def ask_for_call(
             tool=tool.name,
         )
     return await _pause(
-        runtime, tool_context, tool.name, "tool", Scope(), reason=_hinted(tool, reason)
+        runtime,
+        tool_context,
+        tool.name,
+        "tool",
+        Scope(),
+        reason=_hinted(tool, reason),
+        args_sha256=call_sha256(_call_args(tool_context, call_id)),
     )
 
 
@@ -217,6 +302,7 @@ async def _pause(
     target: str = "",
     change: FileChange | None = None,
     reason: str = "",
+    args_sha256: str | None = None,
 ) -> dict[str, Any]:
     """Open the request and pause the call with ADK's tool confirmation."""
     if governing_scope.get() is not None:
@@ -236,7 +322,7 @@ async def _pause(
     invocation_id, call_at, call_index = _call_position(tool_context, call_id)
 
     def opened(current: PlanRecord | None) -> Transition:
-        transition = request_amendment(
+        return request_amendment(
             current,
             kind=kind,  # type: ignore[arg-type]
             call_id=call_id,
@@ -247,13 +333,11 @@ async def _pause(
             diff=change.diff if change is not None else None,
             change=change.texts() if change is not None else None,
             reason=reason,
+            args_sha256=args_sha256,
+            invocation_id=invocation_id,
+            call_at=call_at,
+            call_index=call_index,
         )
-        request = transition.record.pending_for(call_id)
-        if request is not None:
-            request.invocation_id = invocation_id
-            request.call_at = call_at
-            request.call_index = call_index
-        return transition
 
     applied = await _apply(runtime, tool_context, opened, paused=True)
     if not isinstance(applied, Transition):
@@ -391,7 +475,20 @@ def confirmation_reply(
     resolution = state.resolutions.get(original_id or "")
     if resolution is None or not resolution.decides_call:
         return None
-    confirmed = resolution.result.get("status") == "approved"
+    # Confirmed only for the call the reviewer saw: the same arguments (the gate checks
+    # them again when the call runs, and spends the approval then).
+    original_args: Any = original.get("args") if isinstance(original, dict) else None
+    confirmed = resolution.result.get("status") == "approved" and _same_call(
+        resolution, original_args
+    )
     return types.FunctionResponse(
         id=call.id, name=CONFIRMATION_CALL, response={"confirmed": confirmed}
     )
+
+
+def _same_call(resolution: Resolution, args: Any) -> bool:
+    if resolution.args_sha256 is None:
+        return True  # stored before approvals were bound to arguments
+    if not isinstance(args, dict):
+        return False
+    return call_sha256(cast("dict[str, Any]", args)) == resolution.args_sha256

@@ -266,9 +266,13 @@ def scope_table(scope: Scope, *, wanted: bool = False) -> Table:
     the network. ``wanted``: what a call asks for beyond a scope (the network is listed
     only when asked for)."""
     table = Table(show_header=False, box=None, padding=(0, 1))
-    for label, values in (("write", scope.write), ("run", scope.commands)):
+    for label, values in (
+        ("write", scope.write),
+        ("run", scope.commands),
+        ("run exactly", scope.exact_commands),
+    ):
         for index, value in enumerate(values):
-            table.add_row(Text(label if index == 0 else ""), Text(value))
+            table.add_row(Text(label if index == 0 else ""), Text(visible_text(value)))
     if scope.network or not wanted:
         table.add_row(Text("network"), Text("yes" if scope.network else "no"))
     return table

@@ -93,6 +93,9 @@ class PendingRequest(_Model):
     """When the model made the call (its step); with ``call_index``, the order to ask in."""
     call_index: int = 0
     """The call's position among the function calls of its model step."""
+    args_sha256: str | None = None
+    """The paused call's arguments, hashed (amendments, edit reviews, tool calls): the
+    approval lets only a call with these arguments run."""
 
     @property
     def order(self) -> tuple[float, int]:

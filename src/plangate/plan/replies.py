@@ -20,7 +20,15 @@ from typing import Any
 from plangate.errors import CodedError, ErrorCode, error_result
 from plangate.plan.record import PlanRecord
 
-__all__ = ["REPLY_HINTS", "MatchedReply", "ReplyError", "ReplyErrorCode", "match_reply"]
+__all__ = [
+    "REPLY_FIELDS",
+    "REPLY_HINTS",
+    "MatchedReply",
+    "ReplyError",
+    "ReplyErrorCode",
+    "match_reply",
+    "reply_shape_problem",
+]
 
 
 ReplyErrorCode = ErrorCode
@@ -111,3 +119,73 @@ def match_reply(
         )
     request = candidates[0]
     return MatchedReply(request.call_id, request.tool_name, response, renamed=True)
+
+
+_DECIDING = frozenset({"status", "approval_id", "revision", "sha256", "reviewer_note", "message"})
+REPLY_FIELDS: dict[str, frozenset[str]] = {
+    "enter": _DECIDING,
+    "exit": _DECIDING | {"content", "scope", "permission"},
+    "amendment": _DECIDING | {"scope"},
+    "edit": _DECIDING,
+    "tool": _DECIDING,
+    "question": frozenset({"status", "question_id", "answer", "approval_id"}),
+}
+"""The fields a reply to each kind of request may carry. ``message`` is the seed's name
+for the note; ``scope`` and ``permission`` are checked where they are applied."""
+
+_TEXT_FIELDS = ("status", "approval_id", "sha256", "reviewer_note", "message", "content", "answer")
+
+
+def reply_shape_problem(
+    kind: str, response: dict[str, Any], shown: dict[str, Any] | None = None
+) -> str | None:
+    """Why ``response`` is not a reply to a ``kind`` request, naming the field; None when
+    its fields are known and of the right type. A reply that is not exactly a documented
+    shape decides nothing: an unknown field may be a typo of one that binds it
+    (``sha265``), and ``revision: true`` must not read as revision 1.
+
+    ``shown`` is the request's payload: a host that echoes it back with its decision
+    (the seed's clients do) may repeat its fields unchanged; that adds nothing.
+    """
+    allowed = REPLY_FIELDS.get(kind, _DECIDING)
+    echoed = shown or {}
+    unknown = sorted(
+        str(k)
+        for k, v in response.items()
+        if k not in allowed and not (k in echoed and echoed[k] == v)
+    )
+    if unknown:
+        return f"unknown field {unknown[0]!r} in a reply to a {kind} request; it takes " + (
+            ", ".join(sorted(allowed))
+        )
+    for name in _TEXT_FIELDS:
+        value = response.get(name)
+        if value is not None and not isinstance(value, str):
+            return f"{name!r} must be a string, got {_json_type(value)}"
+    revision = response.get("revision")
+    if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int)):
+        return f"'revision' must be an integer, got {_json_type(revision)}"
+    question_id = response.get("question_id")
+    if question_id is not None and not _is_question_id(question_id):
+        return f"'question_id' must be an integer, got {_json_type(question_id)}"
+    return None
+
+
+def _is_question_id(value: object) -> bool:
+    if isinstance(value, str):
+        return value.strip().isdigit()  # the seed sends it as text
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

@@ -96,6 +96,10 @@ class Scope(BaseModel):
     commands: tuple[str, ...] = ()
     """Command prefixes, matched word by word: ``python -m pytest`` covers
     ``python -m pytest -q tests``. Every command of a ``&&``/``;``/``|`` line must match."""
+    exact_commands: tuple[str, ...] = ()
+    """Commands granted as they were shown, argv for argv: ``rm -rf build`` covers
+    ``rm -rf build`` and nothing longer. An approved amendment grants these; a prefix
+    only where the reviewer wrote one into the scope they sent back."""
     network: StrictBool = False
 
     @field_validator("write", mode="before")
@@ -108,22 +112,42 @@ class Scope(BaseModel):
     def _commands(cls, value: Any) -> tuple[str, ...]:
         return _unique(_check_command_entry(v) for v in _strings(value, "commands"))
 
+    @field_validator("exact_commands", mode="before")
+    @classmethod
+    def _exact_commands(cls, value: Any) -> tuple[str, ...]:
+        return _unique(_check_command_entry(v) for v in _strings(value, "exact_commands"))
+
     def is_empty(self) -> bool:
-        return not self.write and not self.commands and not self.network
+        return not self.write and not self.commands and not self.exact_commands and not self.network
+
+    def all_commands(self) -> tuple[str, ...]:
+        """Every command entry, prefixes first, for a human to read."""
+        return (*self.commands, *self.exact_commands)
+
+    def as_exact(self) -> Scope:
+        """This scope with its command prefixes turned into exact grants: what approving
+        an amendment grants (its card showed whole commands, not prefixes)."""
+        return self.model_copy(
+            update={"commands": (), "exact_commands": _unique(self.all_commands())}
+        )
 
     def canonical(self) -> str:
         """The JSON form the plan hash covers (sorted, so order never changes the hash)."""
-        data = {
+        data: dict[str, Any] = {
             "write": sorted(self.write),
             "commands": sorted(self.commands),
             "network": self.network,
         }
+        if self.exact_commands:
+            # Only when present, so a scope without them hashes as it did before.
+            data["exact_commands"] = sorted(self.exact_commands)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def union(self, other: Scope) -> Scope:
         return Scope(
             write=(*self.write, *other.write),
             commands=(*self.commands, *other.commands),
+            exact_commands=(*self.exact_commands, *other.exact_commands),
             network=self.network or other.network,
         )
 
@@ -132,13 +156,19 @@ class Scope(BaseModel):
 
     def allows_command(self, command: str, segments: Sequence[Sequence[str]] | None) -> bool:
         """Whether ``command`` is covered: its exact text is an entry, or it split into
-        simple commands (``segments``) each of which starts with an entry's words."""
-        if command.strip() in self.commands:
+        simple commands (``segments``) each of which starts with a prefix entry's words
+        or is an exact entry's words, no more and no fewer."""
+        if command.strip() in self.commands or command.strip() in self.exact_commands:
             return True
         if not segments:
             return False
         prefixes = [words for entry in self.commands if (words := _words(entry))]
-        return all(any(tuple(argv[: len(p)]) == p for p in prefixes) for argv in segments if argv)
+        exact = {words for entry in self.exact_commands if (words := _words(entry))}
+        return all(
+            tuple(argv) in exact or any(tuple(argv[: len(p)]) == p for p in prefixes)
+            for argv in segments
+            if argv
+        )
 
     def missing(self, wants: Wants) -> Scope:
         """What ``wants`` needs beyond this scope (empty when the scope covers it)."""
@@ -166,8 +196,10 @@ class Scope(BaseModel):
             parts.append("write " + _listed(self.write))
         if self.commands:
             parts.append("run " + _listed(self.commands))
+        if self.exact_commands:
+            parts.append("run exactly " + _listed(self.exact_commands))
         parts.append("use the network" if self.network else "no network")
-        if not self.write and not self.commands:
+        if not self.write and not self.commands and not self.exact_commands:
             parts.insert(0, "write nothing, run no command")
         return "This plan may " + "; ".join(parts) + "."
 
@@ -178,6 +210,8 @@ class Scope(BaseModel):
             parts.append("write " + _listed(self.write))
         if self.commands:
             parts.append("run " + _listed(self.commands))
+        if self.exact_commands:
+            parts.append("run exactly " + _listed(self.exact_commands))
         if self.network:
             parts.append("use the network")
         return "; ".join(parts) or "nothing more"
@@ -247,7 +281,7 @@ def parse_scope(value: Any) -> Scope | None:
         where = ".".join(str(p) for p in first["loc"]) or "scope"
         message = str(first.get("msg", "")).removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
-            message = "unknown field; use write, commands and network"
+            message = "unknown field; use write, commands, exact_commands and network"
         raise ScopeError(f"invalid scope.{where}: {message}") from None
 
 

@@ -47,12 +47,16 @@ def with_scope_block(content: str, scope: Scope | None) -> str:
     is ``content`` alone (there is nothing to edit above it)."""
     if scope is None:
         return content
+    # Exact commands (granted by amendments) only when there are some, so the block of
+    # a plan without them reads as it always did.
+    exact = [f"exact_commands = {_array(scope.exact_commands)}"] if scope.exact_commands else []
     return "\n".join(
         [
             _FENCE,
             _HELP,
             f"write = {_array(scope.write)}",
             f"commands = {_array(scope.commands)}",
+            *exact,
             f"network = {'true' if scope.network else 'false'}",
             _FENCE,
             "",

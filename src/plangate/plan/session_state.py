@@ -12,6 +12,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, Field, ValidationError
 
+from plangate.errors import ErrorCode, error_result
 from plangate.plan import transitions
 from plangate.plan.record import PlanRecord
 from plangate.plan.replies import ReplyErrorCode
@@ -40,6 +41,30 @@ class Resolution(BaseModel):
     decides_call: bool = False
     """The reply decided whether the call itself runs (an amendment or edit review): the
     model sees the call's own result, not this one."""
+    args_sha256: str | None = None
+    """The arguments of the call the reviewer saw (``call_sha256``); None for a request
+    stored before approvals were bound to them."""
+    used: bool = False
+    """The approved call ran: the approval is spent, a second call with this id asks."""
+
+    def refuses(self, args_sha256: str) -> dict[str, Any] | None:
+        """Why an approval of this call does not let a call with arguments
+        ``args_sha256`` run now: it was spent, or given for other arguments. None when
+        it does (or when this resolution is no approval to spend)."""
+        if not self.decides_call or self.result.get("status") != "approved":
+            return None
+        if self.used:
+            why = "the user's approval of this call id was already used by the call it approved"
+        elif self.args_sha256 is not None and self.args_sha256 != args_sha256:
+            why = "the user approved this call id with other arguments"
+        else:
+            return None
+        return error_result(
+            ErrorCode.APPROVAL_USED,
+            f"{why}; an approval lets one call run, once, with the arguments shown. "
+            "This call did not run",
+            "make the call again with a new call id: it will be checked, and asked for, anew",
+        )
 
 
 class IgnoredReply(BaseModel):
@@ -87,6 +112,7 @@ class PlanSessionState(BaseModel):
         """Take ``transition``'s record and remember the calls it resolved."""
         before = self.record
         names = {p.call_id: p.tool_name for p in before.pending} if before else {}
+        hashes = {p.call_id: p.args_sha256 for p in before.pending} if before else {}
         gating: set[str] = (
             {p.call_id for p in before.pending if p.kind in ("amendment", "edit", "tool")}
             if before
@@ -101,6 +127,7 @@ class PlanSessionState(BaseModel):
                 reply=answered,
                 tool_name=names.get(call_id),
                 decides_call=call_id in gating,
+                args_sha256=hashes.get(call_id),
             )
 
     def _note_switch(self, switch: ModeSwitch | None) -> None:

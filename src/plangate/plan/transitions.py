@@ -24,7 +24,7 @@ from plangate.plan.record import (
     PlanStatus,
     Revision,
 )
-from plangate.plan.replies import REPLY_HINTS, ReplyErrorCode
+from plangate.plan.replies import REPLY_HINTS, ReplyErrorCode, reply_shape_problem
 from plangate.plan.scope import Scope, ScopeError, parse_permission, parse_scope, plan_sha256
 
 __all__ = [
@@ -57,7 +57,7 @@ class PlanError(CodedError):
 
     def __init__(
         self,
-        code: Literal[ErrorCode.INVALID_ARGS, ErrorCode.INVALID_STATE],
+        code: Literal[ErrorCode.INVALID_ARGS, ErrorCode.INVALID_STATE, ErrorCode.AMENDMENT_LIMIT],
         message: str,
         hint: str | None = None,
     ) -> None:
@@ -69,6 +69,7 @@ class PlanError(CodedError):
 _PLAN_HINTS = {
     ErrorCode.INVALID_ARGS: "fix the argument and call the tool again",
     ErrorCode.INVALID_STATE: "read the plan status in the error and take the step it allows",
+    ErrorCode.AMENDMENT_LIMIT: "stop asking for amendments; tell the user what the scope lacks",
 }
 
 
@@ -570,6 +571,9 @@ def apply_reply(
     status = response.get("status")
     if isinstance(status, str) and status.startswith("pending_"):
         raise ReplyIgnored("the reply echoes the pending request instead of deciding it")
+    problem = reply_shape_problem(pending.kind, response, pending.payload)
+    if problem is not None:
+        raise ReplyIgnored(problem, ReplyErrorCode.INVALID_REPLY)
     if pending.kind == "question":
         return _answer(record, pending, response, now=now, actor=actor)
     if status not in ("approved", "rejected"):
