@@ -20,6 +20,7 @@ from google.genai import types
 
 from plangate.acp import PlangateAgent, run_stdio
 from plangate.models.demo import DemoModel
+from plangate.plan.prompts import HOST_NOTE_PREFIX
 
 CLASSIFIER_MARKER = "Choose how the agent should run this user message"
 
@@ -42,7 +43,8 @@ def _echo_step(request: LlmRequest) -> list[types.Part] | None:
         for part in content.parts or []:
             if part.text and CLASSIFIER_MARKER in part.text:
                 return None
-            if part.text and content.role == "user":
+            if part.text and content.role == "user" and not part.text.startswith(HOST_NOTE_PREFIX):
+                # plangate's own notes (a mode switch told to the model) are not the user's.
                 text, results = part.text, []
             elif part.function_response is not None:
                 results.append(part.function_response.response)
