@@ -272,7 +272,7 @@ def scope_table(scope: Scope, *, wanted: bool = False) -> Table:
         ("run exactly", scope.exact_commands),
     ):
         for index, value in enumerate(values):
-            table.add_row(Text(label if index == 0 else ""), Text(visible_text(value)))
+            table.add_row(Text(label if index == 0 else ""), Text(value))
     if scope.network or not wanted:
         table.add_row(Text("network"), Text("yes" if scope.network else "no"))
     return table
