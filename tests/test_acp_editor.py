@@ -197,10 +197,10 @@ async def test_own_words_and_an_edited_plan_file_are_the_bound_replies(
         assert plan_file == workspace / ".plangate" / f"plan-{client.session_id}.md"
         assert first.raw_input["plan_file"] == str(plan_file)
         # The file holds the plan under its scope, as an editable block.
-        assert split_scope_block(plan_file.read_text()) == (
-            first.raw_input["plan"],
-            Scope.model_validate(first.raw_input["scope"]),
-        )
+        shown_scope = Scope.model_validate(first.raw_input["scope"])
+        assert split_scope_block(
+            plan_file.read_text(), content=first.raw_input["plan"], scope=shown_scope
+        ) == (first.raw_input["plan"], shown_scope)
         assert f"The plan is also in {plan_file}" in first.content[-1].content.text
         assert client.text().endswith(
             "Type the note that rejects plan revision 1 as your next message: it is sent to "

@@ -214,12 +214,17 @@ def plan_file_text(request: PendingRequest, record: PlanRecord | None) -> str:
     )
 
 
-def _edits(saved: str | None) -> tuple[str | None, Scope | None]:
+def _edits(saved: str | None, request: PendingRequest) -> tuple[str | None, Scope | None]:
     """The plan text and scope of a saved plan file (None for what it does not hold).
+    Only the block plangate wrote is read as the scope (see :func:`split_scope_block`).
     Raises ScopeTextError (a ValueError) when the scope block was broken."""
     if saved is None:
         return None, None
-    return split_scope_block(saved)
+    return split_scope_block(
+        saved,
+        content=shown_plan(request, None),
+        scope=scope_or_none(request.payload.get("scope")),
+    )
 
 
 APPROVE_ASK_EACH_EDIT = "approve_ask_each_edit"
@@ -288,7 +293,7 @@ def reply_for(
         return None
     choice = outcome.option_id
     if request.kind == "exit":
-        content, scope = _edits(content)
+        content, scope = _edits(content, request)
         if choice == "approve":
             return PlanSession.approve(request, content=content, scope=scope, permission="auto")
         if choice == APPROVE_ASK_EACH_EDIT:
@@ -322,7 +327,7 @@ def reply_with_words(
     that rejects a plan (with the edited plan, if any) or declines Plan Mode."""
     if request.kind == "exit":
         try:
-            content, _ = _edits(content)
+            content, _ = _edits(content, request)
         except ScopeTextError:
             # A rejection grants nothing: a broken scope block does not stop the note,
             # and the plan text cannot be told apart from the block, so it is left out.

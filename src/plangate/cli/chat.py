@@ -51,6 +51,7 @@ from plangate.cli.render import (
 from plangate.cli.run_display import WORKING, RunDisplay
 from plangate.cli.run_keys import RunKeys
 from plangate.cli.tables import journal_table
+from plangate.cli.visible_console import visible_console
 from plangate.models.config import describe_model, resolve_model
 from plangate.models.demo import DemoModel
 from plangate.plan.record import PendingRequest, PlanRecord
@@ -462,7 +463,7 @@ class Chat:
                 return None
             text = edited.text
             try:
-                content, scope = split_scope_block(text)
+                content, scope = split_scope_block(text, content=record.content, scope=record.scope)
             except ScopeTextError as exc:
                 self._warn(f"The plan was not approved: {exc}.")
                 if await self._keep_editing():
@@ -715,7 +716,7 @@ class _Starter:
         failed = await prepare_or_report("chat", args.database_url)
         if failed is not None:
             return failed
-        console = Console()
+        console = visible_console()
         try:
             model = resolve_model(args.model, surface="terminal")
         except ValueError as exc:

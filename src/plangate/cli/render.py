@@ -18,6 +18,7 @@ from plangate.plan.amendments import WAITING_STATUSES
 from plangate.plan.record import PendingRequest, PlanRecord
 from plangate.plan.replies import ReplyError
 from plangate.plan.scope import Scope, scope_or_none
+from plangate.plan.visible import visible_text
 from plangate.result_text import describe_result, summarize_result
 
 __all__ = [
@@ -113,7 +114,9 @@ def render_plan(console: Console, record: PlanRecord) -> None:
         f"Plan · {record.status.value} · revision {record.content_revisions}"
         f" · sha256 {record.sha256[:10]}"
     )
-    body: Any = Markdown(record.content) if record.content.strip() else Text("(empty)", "dim")
+    # Hidden characters made visible before layout (the console's hook is the net).
+    content = visible_text(record.content)
+    body: Any = Markdown(content) if content.strip() else Text("(empty)", "dim")
     extras = []
     if record.reviewer_note:
         extras.append(Text(f"Reviewer note: {record.reviewer_note}", "yellow"))
@@ -218,9 +221,9 @@ def render_pending(
         )
     elif request.kind == "question":
         # Model text, never markup: "[/]" or "list[str]" must show exactly as asked.
-        body = Text(str(payload.get("message")))
+        body = Text(visible_text(str(payload.get("message"))))
         for number, option in enumerate(payload.get("options") or [], start=1):
-            body.append(f"\n  {number}. {option}")
+            body.append(f"\n  {number}. {visible_text(str(option))}")
         console.print(Panel(body, title=f"Question{of}", border_style="yellow", title_align="left"))
     elif request.kind in ("amendment", "edit", "tool"):
         # Model-chosen paths and commands: plain Text, never markup.
@@ -272,7 +275,7 @@ def scope_table(scope: Scope, *, wanted: bool = False) -> Table:
         ("run exactly", scope.exact_commands),
     ):
         for index, value in enumerate(values):
-            table.add_row(Text(label if index == 0 else ""), Text(value))
+            table.add_row(Text(label if index == 0 else ""), Text(visible_text(value)))
     if scope.network or not wanted:
         table.add_row(Text("network"), Text("yes" if scope.network else "no"))
     return table

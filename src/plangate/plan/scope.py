@@ -22,12 +22,15 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
 
+from plangate.plan.visible import hidden_characters, visible_text
+
 __all__ = [
     "MAX_ENTRIES",
     "Permission",
     "Scope",
     "ScopeError",
     "Wants",
+    "check_shown_entries",
     "glob_matches",
     "literal_prefix",
     "needs_network",
@@ -78,6 +81,70 @@ def _check_command_entry(entry: str) -> str:
     if "\x00" in entry or "\n" in entry:
         raise ValueError(f"command entry {entry!r} has a NUL or newline")
     return entry
+
+
+def _named(entry: str, limit: int = 120) -> str:
+    """An entry as an error message names it: hidden characters as markers, cut short."""
+    shown = visible_text(entry, keep_layout=False)
+    return shown if len(shown) <= limit else shown[:limit] + "…"
+
+
+def _check_shown(kind: str, entry: str) -> None:
+    """Refuse an entry a reviewer could not read as it is: control characters, escape
+    sequences, bidi overrides, zero-width or non-ASCII spaces (see plan/visible.py)."""
+    hidden = hidden_characters(entry)
+    if hidden:
+        raise ValueError(
+            f"{kind} entry `{_named(entry)}` has characters a reviewer cannot see "
+            f"({', '.join(hidden)}); write it in plain text"
+        )
+
+
+def _check_simple_command(entry: str) -> None:
+    """Refuse a command entry that is more than one simple command: an entry grants what
+    its words say, so it may not hide a second command (``;``, ``&&``, ``||``, ``|``),
+    a substitution (``$(``, backticks, ``$VAR``) or a redirection (``<``, ``>``).
+    Quoted text is an argument: single quotes keep everything literal, double quotes
+    still expand ``$`` and backticks."""
+    quote: str = ""
+    for index, char in enumerate(entry):
+        if quote == "'":
+            quote = "" if char == "'" else quote
+            continue
+        if char == "\\" and quote == "":
+            raise ValueError(
+                f"command entry `{entry}` has a backslash outside quotes; quote the argument"
+            )
+        if char in "$`" and not (char == "$" and entry[index + 1 : index + 2] in ("", " ")):
+            raise ValueError(
+                f"command entry `{entry}` has a substitution or expansion ({char!r}); "
+                "name one simple command, written as it runs"
+            )
+        if char == '"':
+            quote = "" if quote else '"'
+        elif char == "'" and not quote:
+            quote = "'"
+        elif quote == "" and char in ";&|<>()":
+            raise ValueError(
+                f"command entry `{entry}` has the shell operator {char!r}; an entry grants "
+                "one simple command, so name each command as its own entry"
+            )
+
+
+def check_shown_entries(scope: Scope) -> Scope:
+    """``scope`` when every entry is plain text and every command entry one simple
+    command; raises :class:`ScopeError` naming the first entry that is not. Applied to
+    scopes a model proposes or a reviewer sends (``parse_scope``), not to stored ones:
+    what was stored is shown, with hidden characters made visible."""
+    try:
+        for path in scope.write:
+            _check_shown("write", path)
+        for command in scope.commands + tuple(getattr(scope, "exact_commands", ())):
+            _check_shown("command", command)
+            _check_simple_command(command)
+    except ValueError as exc:
+        raise ScopeError(f"invalid scope: {exc}") from None
+    return scope
 
 
 def _unique(values: Iterable[str]) -> tuple[str, ...]:
@@ -259,7 +326,15 @@ def _listed(values: Sequence[str], limit: int = 6) -> str:
 
 
 def parse_scope(value: Any) -> Scope | None:
-    """A scope from a tool or reply argument; None for no scope. Raises ScopeError."""
+    """A scope from a tool or reply argument; None for no scope. Raises ScopeError,
+    also for an entry a reviewer could not read as it runs (:func:`check_shown_entries`)."""
+    if value is None or isinstance(value, Scope):
+        return value
+    scope = _read_scope(value)
+    return None if scope is None else check_shown_entries(scope)
+
+
+def _read_scope(value: Any) -> Scope | None:
     if value is None:
         return None
     if isinstance(value, Scope):
@@ -289,7 +364,7 @@ def scope_or_none(value: Any) -> Scope | None:
     """The scope a stored payload carries, for display: None when absent or unreadable
     (what was stored was validated when it was written; a surface shows, not judges)."""
     try:
-        return parse_scope(value)
+        return _read_scope(value)
     except ScopeError:
         return None
 

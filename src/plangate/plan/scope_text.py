@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from plangate.plan.scope import Scope
+from plangate.plan.scope import Scope, ScopeError, check_shown_entries
 
 __all__ = ["ScopeTextError", "split_scope_block", "with_scope_block"]
 
@@ -65,27 +65,36 @@ def with_scope_block(content: str, scope: Scope | None) -> str:
     )
 
 
-def split_scope_block(text: str) -> tuple[str, Scope | None]:
+def split_scope_block(text: str, *, content: str, scope: Scope | None) -> tuple[str, Scope | None]:
     """The Markdown and the scope of an edited text; the scope is None when the block
-    was deleted. Raises :class:`ScopeTextError` naming what is wrong with the block."""
+    was deleted. ``content`` and ``scope`` are what :func:`with_scope_block` wrote for
+    editing: the block is plangate's only when it wrote one, so a ``+++`` block the
+    model put into its plan stays plan text (it never becomes the scope, also when the
+    reviewer deletes plangate's block above it). Raises :class:`ScopeTextError` naming
+    what is wrong with the block."""
     lines = text.lstrip("\ufeff").split("\n")
-    if not lines or lines[0].strip() != _FENCE:
+    if scope is None or not lines or lines[0].strip() != _FENCE:
         return text, None
     try:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == _FENCE)
     except StopIteration:
         raise ScopeTextError("the scope block has no closing +++ line") from None
-    content = "\n".join(lines[end + 1 :]).lstrip("\n")
+    if lines[: end + 1] == content.lstrip("\ufeff").split("\n")[: end + 1]:
+        return text, None
+    body = "\n".join(lines[end + 1 :]).lstrip("\n")
     try:
         data: dict[str, Any] = tomllib.loads("\n".join(lines[1:end]))
     except tomllib.TOMLDecodeError as exc:
         raise ScopeTextError(f"the scope block is not valid TOML ({exc})") from exc
     try:
-        return content, Scope.model_validate(data)
+        # Held to the same rules as the model's scope, plain text and simple commands too.
+        return body, check_shown_entries(Scope.model_validate(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "scope"
         raise ScopeTextError(f"the scope's '{where}' is not valid: {first['msg']}") from exc
+    except ScopeError as exc:
+        raise ScopeTextError(str(exc)) from exc
 
 
 def _array(values: tuple[str, ...]) -> str:
