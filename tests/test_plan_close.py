@@ -190,3 +190,40 @@ def test_a_stored_plan_finished_before_closing_existed_keeps_its_grant() -> None
     record = PlanRecord.model_validate(stored)
     assert record.is_being_implemented() and record.governs_writes()
     assert not record.is_unfinished()
+
+
+async def test_a_new_plan_the_model_asks_for_ends_no_grant_until_the_user_confirms(
+    database_url: str, workspace: Path
+) -> None:
+    """The model asks to plan anew while the approved plan's grant holds; the user
+    declines: the approved plan and its scope are back, and a write outside it still
+    waits. Confirming instead closes the old plan as the user."""
+    harness, model, session = await _approved_and_done(database_url, workspace)
+    model.add([call("enter_plan_mode", objective="something else")])
+    await harness.send("next task")
+    (entry,) = await session.pending()
+    assert entry.kind == "enter"
+    readme = (workspace / "README.md").read_text()
+    model.add([call("Write", path="README.md", content="owned\n")])
+    await harness.send(PlanSession.confirm_enter(entry, False))
+    (amendment,) = await session.pending()
+    assert amendment.kind == "amendment" and amendment.tool_name == "Write"
+    assert (workspace / "README.md").read_text() == readme
+    record = await session.record()
+    assert record is not None and record.status is PlanStatus.APPROVED
+    assert record.governs_writes() and record.closed_at is None
+    assert ("plan.restored", "user") in await _kinds_by(session)
+
+
+async def test_confirming_the_new_plan_closes_the_old_one_as_the_user(
+    database_url: str, workspace: Path
+) -> None:
+    harness, model, session = await _approved_and_done(database_url, workspace)
+    model.add([call("enter_plan_mode", objective="something else")])
+    await harness.send("next task")
+    (entry,) = await session.pending()
+    model.add([text("exploring")])
+    await harness.send(PlanSession.confirm_enter(entry, True))
+    record = await session.record()
+    assert record is not None and record.status is PlanStatus.EXPLORING
+    assert ("plan.closed", "user") in await _kinds_by(session)

@@ -159,6 +159,10 @@ class PlanRecord(_Model):
     left Plan Mode): its scope, permission and sandbox binds stop applying then."""
     closed_by: str | None = None
     """Who closed it (always a human actor, e.g. ``user``)."""
+    held: PlanRecord | None = None
+    """The approved plan whose grant still held when the model asked to plan anew
+    (``enter_plan_mode``): it comes back if the user declines, and is closed by the user
+    when they confirm. The model's request alone ends no grant."""
 
     def is_gate_active(self) -> bool:
         return self.status in GATE_ACTIVE_STATUSES
@@ -198,8 +202,9 @@ class PlanRecord(_Model):
     def dump(self) -> dict[str, Any]:
         """The JSON form shown to models and UIs (camelCase, with derived fields)."""
         data = self.model_dump(
-            mode="json", by_alias=True, exclude={"approvals": {"__all__": {"plan"}}}
+            mode="json", by_alias=True, exclude={"approvals": {"__all__": {"plan"}}, "held": True}
         )
+        data["holdsGrant"] = self.held is not None
         data["contentRevisions"] = self.content_revisions
         data["sha256"] = self.sha256
         data["gateActive"] = self.is_gate_active()
@@ -208,3 +213,4 @@ class PlanRecord(_Model):
 
 
 ApprovalEvent.model_rebuild()
+PlanRecord.model_rebuild()

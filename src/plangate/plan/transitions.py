@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from plangate.errors import CodedError, ErrorCode
@@ -209,6 +209,9 @@ def request_enter(
             created_at=now,
         )
     ]
+    if current is not None and current.is_being_implemented():
+        # Only the user ends a grant: if they decline, the approved plan comes back.
+        record.held = current.model_copy(deep=True)
     before = current.status if current else None
     return Transition(
         record=record,
@@ -848,7 +851,10 @@ def _resolve_enter(
     withdrawn = {}
     if updated.status is PlanStatus.CANCELLED:
         withdrawn = _withdraw_open(updated, actor=actor, now=now, why="The user declined Plan Mode")
-    return _decided(
+    held, updated.held = updated.held, None
+    if held is not None and updated.status is PlanStatus.CANCELLED:
+        result["message"] += " The approved plan stays in force, with its scope."
+    decided = _decided(
         record,
         updated,
         pending,
@@ -860,6 +866,18 @@ def _resolve_enter(
         withdrawn=withdrawn,
         approval_id=pending.approval_id,
     )
+    if held is None:
+        return decided
+    if updated.status is PlanStatus.EXPLORING:
+        # The user confirmed the new plan: that closes the old one, as the user.
+        closed = _closed(held, now=now, actor=actor)
+        event = _closed_event(closed, actor=actor, now=now, reason="new plan")
+        return replace(decided, events=[event, *decided.events], archived=closed)
+    # Declined: the approved plan is the current one again; the declined entry is history.
+    restored = held.model_copy(update={"updated_at": now})
+    event = _event(restored, PlanStatus.CANCELLED, actor=actor, now=now, kind="plan.restored")
+    result["plan"] = restored.dump()
+    return replace(decided, record=restored, events=[*decided.events, event], archived=updated)
 
 
 def _resolve_exit(
