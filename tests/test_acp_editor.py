@@ -97,7 +97,7 @@ async def test_slash_commands_are_advertised_and_run_like_the_terminal(
         await new_session(client, conn, workspace)
         advertised = await client.wait_for(AvailableCommandsUpdate)
         assert [c.name for c in advertised.available_commands] == ["plan", "status", "journal"]
-        assert advertised.available_commands[0].input.root.hint == "off, or a message to plan"
+        assert advertised.available_commands[0].input.root.hint == "off, done, or a message to plan"
 
         # Bare /plan selects Plan Mode and calls no model; /plan off withdraws it.
         assert await prompt(client, conn, "/plan") == "end_turn"
