@@ -303,6 +303,27 @@ async def test_ask_each_edit_pauses_every_write_with_its_diff(tmp_path: Path) ->
     assert (workspace / "tests" / "test_stock.py").read_text() != "x = 1\n"
 
 
+async def test_ask_each_edit_pauses_a_command_that_may_write_and_not_a_read(
+    tmp_path: Path,
+) -> None:
+    """An in-scope command can rewrite an in-scope file: under "ask for each edit" it
+    waits with the command shown; a command proven read-only does not."""
+    harness, model, session, workspace = await _planned(tmp_path)
+    original = (workspace / "inventory" / "stock.py").read_text()
+    command = "python -m pytest -q -p no:cacheprovider"
+    model.add([call("Bash", command="ls inventory")], [call("Bash", command=command)])
+    events = await _approve(harness, session, permission="ask_each_edit")
+    listed = tool_results(events, "Bash")[0]
+    assert "stock.py" in listed["stdout"]
+    (request,) = await session.pending()
+    assert request.kind == "edit" and request.tool_name == "Bash"
+    assert f"run `{command}`" in request.payload["message"]
+    model.add([text("done")])
+    events = await _decide(harness, session, approve=True)
+    assert tool_results(events, "Bash")[-1]["exit_code"] == 1  # the sample's failing test
+    assert (workspace / "inventory" / "stock.py").read_text() == original
+
+
 async def test_a_plan_without_a_scope_acts_as_before(tmp_path: Path) -> None:
     harness, model, session, workspace = await _planned(tmp_path, scope=None)
     model.add([call("Write", path="anything/new.txt", content="ok")], [text("done")])

@@ -119,6 +119,10 @@ async def check_capability(
     try:
         missing = record.scope.missing(wants) if record.scope is not None else Scope()
         edit = Scope(write=wants.paths) if record.permission == "ask_each_edit" else Scope()
+        if record.permission == "ask_each_edit" and wants.command is not None:
+            # A command not proven read-only can change any file it reaches: the user
+            # who asked to review each edit reviews it too, as the command shown.
+            edit = edit.union(Scope(commands=(wants.command,)))
     except ValueError as exc:
         return _unnameable(tool.name, exc)
     if not missing.is_empty():
