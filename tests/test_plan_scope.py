@@ -280,6 +280,53 @@ async def test_an_in_scope_command_cannot_write_outside_the_scope(
     assert await session.pending() == []
 
 
+async def test_new_files_new_folders_and_globs_bind_exactly_what_they_name(
+    tmp_path: Path, sandbox: None
+) -> None:
+    """A new top-level file, a folder that does not exist yet and a top-level glob make
+    exactly that writable for commands, never the workspace around them; what was made
+    for a bind and never written leaves no trace."""
+    scope = {
+        "write": ["NOTES.md", "docs/new/", "*.txt", "never.txt"],
+        "commands": ["python -c"],
+    }
+    harness, model, session, workspace = await _planned(tmp_path, scope)
+    (workspace / "old.txt").write_text("old\n")
+    tries = {
+        "NOTES.md": "notes",
+        "docs/new/a.md": "a",
+        "old.txt": "txt",
+        "README.md": "owned",  # beside the new top-level file
+        "docs/other.md": "owned",  # beside the new folder
+        "fresh.txt": "owned",  # a new file a glob matches: name it in the scope
+    }
+    model.add(
+        *[
+            [call("Bash", command=f"python -c \"open('{path}','w').write('{text_}')\"")]
+            for path, text_ in tries.items()
+        ],
+        [text("done")],
+    )
+    readme = (workspace / "README.md").read_text()
+    results = tool_results(await _approve(harness, session), "Bash")
+    codes = dict(zip(tries, (r["exit_code"] for r in results), strict=True))
+    assert codes == {
+        "NOTES.md": 0,
+        "docs/new/a.md": 0,
+        "old.txt": 0,
+        "README.md": 1,
+        "docs/other.md": 1,
+        "fresh.txt": 1,
+    }, results
+    assert (workspace / "NOTES.md").read_text() == "notes"
+    assert (workspace / "docs" / "new" / "a.md").read_text() == "a"
+    assert (workspace / "old.txt").read_text() == "txt"
+    assert (workspace / "README.md").read_text() == readme
+    assert not (workspace / "docs" / "other.md").exists()
+    assert not (workspace / "fresh.txt").exists()
+    assert not (workspace / "never.txt").exists()  # made for a bind, never written
+
+
 async def test_ask_each_edit_pauses_every_write_with_its_diff(tmp_path: Path) -> None:
     harness, model, session, workspace = await _planned(tmp_path)
     original = (workspace / "inventory" / "stock.py").read_text()

@@ -32,7 +32,7 @@ from plangate.policy.effects import declare_contained
 from plangate.sandbox import Limits, Profile, SandboxSpec, hidden_paths
 from plangate.sandbox.policy import MAX_TIMEOUT_S
 from plangate.sandbox.process import Finished, run_command
-from plangate.sandbox.scope_binds import writable_paths
+from plangate.sandbox.scope_binds import prepare_writable
 
 if TYPE_CHECKING:
     from plangate.agent.workspace import Workspace
@@ -116,9 +116,9 @@ async def _bash(
     authority = require_authority("Bash")
     profile = Profile.PLANNING if authority.planning else Profile.ACTING
     scope = authority.scope if profile is Profile.ACTING else None
-    writable = None
+    binds = None
     if scope is not None:
-        writable = await asyncio.to_thread(writable_paths, scope, workspace.root)
+        binds = await asyncio.to_thread(prepare_writable, scope, workspace.root)
         # The network follows the scope as well as the agent's own setting.
         network = network and scope.network
     spec = SandboxSpec(
@@ -127,10 +127,15 @@ async def _bash(
         network=network and profile is Profile.ACTING,
         masked=_masked(),
         limits=limits,
-        writable=writable,
+        writable=binds.paths if binds is not None else None,
     )
     keep = max_chars * 4 + 1024  # bytes kept at each end of each stream
-    finished = await run_command(command, spec, timeout_s=float(timeout), keep_bytes=keep)
+    try:
+        finished = await run_command(command, spec, timeout_s=float(timeout), keep_bytes=keep)
+    finally:
+        if binds is not None:
+            # What was made only so it could be bound, and left as it was, goes again.
+            await asyncio.to_thread(binds.tidy)
     return _result(finished, max_chars, profile)
 
 
