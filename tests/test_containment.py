@@ -183,6 +183,45 @@ async def test_no_connection_leaves_while_planning(
     assert seen == []
 
 
+async def test_an_approved_network_amendment_opens_the_network_for_that_command_only(
+    tmp_path: Path, listener: tuple[int, list[str]], sandbox: None
+) -> None:
+    """Approving one command that needs the network grants it to that command as shown,
+    not to every command the scope allows."""
+    from plangate.adk.session import PlanSession
+
+    port, seen = listener
+    workspace = copy_sample_workspace(tmp_path / "ws")
+    model = ScriptedLlm()
+    agent = build_coding_agent(workspace, model, allow_network=True)
+    harness = Harness(agent, f"sqlite:///{tmp_path / 'p.db'}")
+    await harness.start({"agent_mode": "plan"})
+    scope = {"write": ["NOTES.md"], "commands": ["python3 -c"]}
+    model.add([call("update_plan_content", content="1. fetch", scope=scope)])
+    model.add([call("exit_plan_mode")])
+    await harness.send("fetch it")
+    session = PlanSession(harness.runner, user_id="user", session_id=harness.session_id)
+    (request,) = await session.pending()
+    fetch = f"curl -s -o /dev/null http://127.0.0.1:{port}/"
+    model.add([call("Bash", command=fetch)])
+    await harness.send(PlanSession.approve(request))
+    (amendment,) = await session.pending()
+    assert amendment.kind == "amendment" and amendment.payload["wants"]["network"] is True
+    connect = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\""
+    model.add([call("Bash", command=connect)], [call("Bash", command=fetch)], [text("done")])
+    waiting = await session.submit(PlanSession.approve(amendment))
+    assert waiting.message is not None
+    results = tool_results(await harness.send(waiting.message), "Bash")
+    # curl reached the canary both times (it answers no HTTP: exit 52/56, never 7,
+    # "could not connect"); the other command had no network at all.
+    assert results[0]["exit_code"] not in (0, 7) and results[2]["exit_code"] not in (0, 7)
+    assert results[1]["exit_code"] == 1 and "Error" in results[1]["stderr"], results
+    assert len(seen) == 2  # the approved curl, twice; never the other command
+    record = await session.record()
+    assert record is not None and record.scope is not None
+    assert not record.scope.network and record.scope.network_commands == (fetch,)
+
+
 async def test_after_approval_only_the_workspace_is_writable(
     tmp_path: Path, outside: Path, listener: tuple[int, list[str]], sandbox: None
 ) -> None:

@@ -196,6 +196,7 @@ def _scope_lines(scope: Scope, *, wanted: bool = False) -> str:
     lines = [f"- write {path}" for path in scope.write]
     lines += [f"- run {command}" for command in scope.commands]
     lines += [f"- run exactly {command}" for command in scope.exact_commands]
+    lines += [f"- network for {command}" for command in scope.network_commands]
     if scope.network or not wanted:
         lines.append(f"- network: {'yes' if scope.network else 'no'}")
     return "\n".join(lines)

@@ -28,6 +28,7 @@ from plangate.agent.tool_errors import (
     truncation_marker,
 )
 from plangate.policy.authority import NoAuthority, require_authority
+from plangate.policy.command_split import split_commands
 from plangate.policy.effects import declare_contained
 from plangate.sandbox import Limits, Profile, SandboxSpec, hidden_paths
 from plangate.sandbox.policy import MAX_TIMEOUT_S
@@ -119,8 +120,9 @@ async def _bash(
     binds = None
     if scope is not None:
         binds = await asyncio.to_thread(prepare_writable, scope, workspace.root)
-        # The network follows the scope as well as the agent's own setting.
-        network = network and scope.network
+        # The network follows the scope (for the whole plan, or granted to this command
+        # as it was shown) as well as the agent's own setting.
+        network = network and scope.grants_network(command, split_commands(command))
     spec = SandboxSpec(
         profile=profile,
         workspace=workspace.root,

@@ -273,6 +273,7 @@ def scope_table(scope: Scope, *, wanted: bool = False) -> Table:
         ("write", scope.write),
         ("run", scope.commands),
         ("run exactly", scope.exact_commands),
+        ("network for", scope.network_commands),
     ):
         for index, value in enumerate(values):
             table.add_row(Text(label if index == 0 else ""), Text(visible_text(value)))

@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from plangate.plan.visible import hidden_characters, visible_text
 
@@ -168,6 +176,20 @@ class Scope(BaseModel):
     ``rm -rf build`` and nothing longer. An approved amendment grants these; a prefix
     only where the reviewer wrote one into the scope they sent back."""
     network: StrictBool = False
+    """The network for every command of the plan (the plan's own scope may ask for it)."""
+    network_commands: tuple[str, ...] = ()
+    """Commands granted the network as they were shown: an approved amendment for one
+    ``curl`` opens the network for that command, not for every command in scope."""
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_grants(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Grants only amendments add are written only when present, so a scope without
+        # them reads (and is stored) as it always did.
+        data: dict[str, Any] = handler(self)
+        for name in ("exact_commands", "network_commands"):
+            if not data.get(name):
+                data.pop(name, None)
+        return data
 
     @field_validator("write", mode="before")
     @classmethod
@@ -184,8 +206,19 @@ class Scope(BaseModel):
     def _exact_commands(cls, value: Any) -> tuple[str, ...]:
         return _unique(_check_command_entry(v) for v in _strings(value, "exact_commands"))
 
+    @field_validator("network_commands", mode="before")
+    @classmethod
+    def _network_commands(cls, value: Any) -> tuple[str, ...]:
+        return _unique(_check_command_entry(v) for v in _strings(value, "network_commands"))
+
     def is_empty(self) -> bool:
-        return not self.write and not self.commands and not self.exact_commands and not self.network
+        return not (
+            self.write
+            or self.commands
+            or self.exact_commands
+            or self.network
+            or self.network_commands
+        )
 
     def all_commands(self) -> tuple[str, ...]:
         """Every command entry, prefixes first, for a human to read."""
@@ -193,10 +226,32 @@ class Scope(BaseModel):
 
     def as_exact(self) -> Scope:
         """This scope with its command prefixes turned into exact grants: what approving
-        an amendment grants (its card showed whole commands, not prefixes)."""
+        an amendment grants (its card showed whole commands, not prefixes). The network
+        it asks for goes to those commands alone."""
+        exact = _unique(self.all_commands())
+        network_commands = self.network_commands
+        if self.network and exact:
+            network_commands = _unique((*network_commands, *exact))
         return self.model_copy(
-            update={"commands": (), "exact_commands": _unique(self.all_commands())}
+            update={
+                "commands": (),
+                "exact_commands": exact,
+                "network": self.network and not exact,
+                "network_commands": network_commands,
+            }
         )
+
+    def grants_network(self, command: str, segments: Sequence[Sequence[str]] | None) -> bool:
+        """Whether ``command`` may use the network: the whole plan may, or the command
+        (each of its simple commands that needs it) was granted it as shown."""
+        if self.network:
+            return True
+        if not self.network_commands:
+            return False
+        if command.strip() in self.network_commands:
+            return True
+        needing = [argv for argv in segments or () if needs_network(argv)]
+        return bool(needing) and all(shlex.join(argv) in self.network_commands for argv in needing)
 
     def canonical(self) -> str:
         """The JSON form the plan hash covers (sorted, so order never changes the hash)."""
@@ -208,6 +263,8 @@ class Scope(BaseModel):
         if self.exact_commands:
             # Only when present, so a scope without them hashes as it did before.
             data["exact_commands"] = sorted(self.exact_commands)
+        if self.network_commands:
+            data["network_commands"] = sorted(self.network_commands)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def union(self, other: Scope) -> Scope:
@@ -216,6 +273,7 @@ class Scope(BaseModel):
             commands=(*self.commands, *other.commands),
             exact_commands=(*self.exact_commands, *other.exact_commands),
             network=self.network or other.network,
+            network_commands=(*self.network_commands, *other.network_commands),
         )
 
     def allows_path(self, rel: str) -> bool:
@@ -252,9 +310,8 @@ class Scope(BaseModel):
                 ]
             else:
                 commands.append(wants.command.strip())
-        return Scope(
-            write=tuple(paths), commands=tuple(commands), network=wants.network and not self.network
-        )
+        network = wants.network and not self.grants_network(wants.command or "", wants.segments)
+        return Scope(write=tuple(paths), commands=tuple(commands), network=network)
 
     def summary(self) -> str:
         """One line for a human: what approving this scope grants."""
@@ -265,7 +322,12 @@ class Scope(BaseModel):
             parts.append("run " + _listed(self.commands))
         if self.exact_commands:
             parts.append("run exactly " + _listed(self.exact_commands))
-        parts.append("use the network" if self.network else "no network")
+        if self.network:
+            parts.append("use the network")
+        elif self.network_commands:
+            parts.append("the network only for " + _listed(self.network_commands))
+        else:
+            parts.append("no network")
         if not self.write and not self.commands and not self.exact_commands:
             parts.insert(0, "write nothing, run no command")
         return "This plan may " + "; ".join(parts) + "."

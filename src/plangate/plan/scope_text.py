@@ -50,6 +50,8 @@ def with_scope_block(content: str, scope: Scope | None) -> str:
     # Exact commands (granted by amendments) only when there are some, so the block of
     # a plan without them reads as it always did.
     exact = [f"exact_commands = {_array(scope.exact_commands)}"] if scope.exact_commands else []
+    if scope.network_commands:
+        exact.append(f"network_commands = {_array(scope.network_commands)}")
     return "\n".join(
         [
             _FENCE,
