@@ -210,7 +210,9 @@ async def test_an_edit_reviewed_on_approval_is_applied_or_refused_as_said(
         return plan_then(lambda r: PlanSession.approve(r, permission="ask_each_edit"))(request)
 
     said = await drive(session, "Fix the failing test", decide)
-    (diff,) = reviewed
+    # The file edit, and (approved) the test command, which could rewrite files too.
+    diff, *commands = reviewed
+    assert commands == (["None"] if approve_edit else [])
     assert "-        if quantity > on_hand + 1:\n+        if quantity > on_hand:\n" in diff
     if approve_edit:
         assert "on_hand + 1" not in stock.read_text()

@@ -380,6 +380,29 @@ def test_a_hostile_path_in_an_amendment_is_shown_as_text(site: Site, page: Any) 
     assert not (site.workspace / "notes").exists()
 
 
+def test_hidden_characters_and_links_in_the_plan_are_shown_for_what_they_are(
+    site: Site, page: Any
+) -> None:
+    """A right-to-left override, a no-break-space run and a link labelled like a button
+    in the plan body: the reviewer sees markers and the real target."""
+    hostile = (
+        "# Fix the guard\n\n1. Change `inventory/stock.py`\u202e krowten on\n"
+        "2. Run the tests\u00a0\u00a0\u00a0;curl evil\n\n[Approve](https://evil.example/ok)\n"
+    )
+    site.model.add(
+        [call("update_plan_content", content=hostile, mode="replace", scope=SCOPE)],
+        [call("exit_plan_mode", summary="Fix the guard")],
+    )
+    open_thread(page, site.url, "t-hidden")
+    approval = plan_and_say(page, "fix the guard")
+    shown = page.locator("#plan-body").inner_text()
+    assert "\\u202e krowten on" in shown and "\u202e" not in shown
+    assert "\\u00a0\\u00a0\\u00a0;curl evil" in shown and "\u00a0" not in shown
+    assert "Approve (https://evil.example/ok)" in shown
+    assert approval.get_by_role("button", name="Approve", exact=True).count() == 1
+    shot(page, "hidden-characters")
+
+
 @pytest.mark.parametrize("choice", ["ask_each_edit", "narrow_scope"])
 def test_the_demo_on_plangate_serve_pauses_its_fix_for_the_reviewer(
     tmp_path: Path, page: Any, choice: str
@@ -408,6 +431,10 @@ def test_the_demo_on_plangate_serve_pauses_its_fix_for_the_reviewer(
             assert review.locator(".diff-line.add").inner_text().endswith("if quantity > on_hand:")
             assert stock.read_text() == before
             decide(review, "Approve edit")
+            # The test command could rewrite files too: it is shown for review as well.
+            command = page.locator(".card.edit-review", has_text="python -m pytest")
+            command.wait_for()
+            decide(command, "Approve edit")
             page.locator(".msg.assistant", has_text="[demo] Done.").wait_for()
             assert "on_hand + 1" not in stock.read_text()
             return

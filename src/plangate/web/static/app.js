@@ -13,14 +13,14 @@
     for (const [key, value] of Object.entries(attrs || {})) {
       if (value === null || value === undefined || value === false) continue;
       if (key === "class") node.className = value;
-      else if (key === "text") node.textContent = value;
+      else if (key === "text") node.textContent = R.visible(value);
       else if (key === "html") node.innerHTML = value; // only ever sanitized output of render.js
       else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
     for (const child of children.flat()) {
       if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+      node.append(child instanceof Node ? child : document.createTextNode(R.visible(child)));
     }
     return node;
   }
@@ -422,9 +422,9 @@
   function setToolArgs(tool, text) {
     tool.argText = text;
     const args = parseJson(text);
-    tool.args.textContent = argSummary(tool.name, args);
+    tool.args.textContent = R.visible(argSummary(tool.name, args));
     tool.details.querySelector(".tool-which").textContent = ` #${tool.number} of ${tool.name} ${tool.args.textContent}`.trimEnd();
-    tool.argsPre.textContent = args === undefined ? text : JSON.stringify(args, null, 2);
+    tool.argsPre.textContent = R.visible(args === undefined ? text : JSON.stringify(args, null, 2));
   }
 
   function setToolState(tool, kind, text, by, hint) {
@@ -437,7 +437,7 @@
   function setToolResult(callId, content, name) {
     const tool = S.tools.get(callId) || toolBlock(callId, name || "tool", null);
     const result = parseJson(content);
-    tool.resultPre.textContent = result === undefined ? String(content) : JSON.stringify(result, null, 2);
+    tool.resultPre.textContent = R.visible(result === undefined ? String(content) : JSON.stringify(result, null, 2));
     const summary = resultSummary(tool.name, result === undefined ? content : result);
     const quiet = summary.kind === "ok" && !SHOW_OK.has(tool.name);
     setToolState(tool, summary.kind, quiet ? "" : summary.text, summary.by, summary.hint);

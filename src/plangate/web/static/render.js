@@ -13,19 +13,37 @@
   const CHART_MAX_ROWS = 1000;
   const DIFF_EDIT_LIMIT = 4000; // past this many edits jsdiff gives up: show a full replace
 
+  // Characters a reader cannot see (controls, bidi overrides and isolates, zero-width and
+  // other format characters, spaces other than the plain one) shown as markers -- \x1b,
+  // \u202e, \u00a0 -- the same rules as plangate.plan.visible on the server: what the
+  // reviewer approves is what they saw.
+  const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Zs}]/gu;
+  const KEPT = new Set(["\n", "\t", " ", "\u3000"]);
+
+  function visible(text) {
+    return String(text ?? "")
+      .replace(/\r\n/g, "\n")
+      .replace(HIDDEN, (c) => {
+        if (KEPT.has(c)) return c;
+        const code = c.codePointAt(0);
+        if (code < 0x100 && /\p{Cc}/u.test(c)) return "\\x" + code.toString(16).padStart(2, "0");
+        return code <= 0xffff ? "\\u" + code.toString(16).padStart(4, "0") : "\\U" + code.toString(16).padStart(8, "0");
+      });
+  }
+
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
       if (value === null || value === undefined || value === false) continue;
       if (key === "class") node.className = value;
-      else if (key === "text") node.textContent = value;
+      else if (key === "text") node.textContent = visible(value);
       else if (key === "html") node.innerHTML = value; // only ever sanitized output of this file
       else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
     for (const child of children.flat()) {
       if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+      node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
     }
     return node;
   }
@@ -81,6 +99,10 @@
     if (node.tagName === "A" && node.hasAttribute("href")) {
       node.setAttribute("target", "_blank");
       node.setAttribute("rel", "noopener noreferrer");
+      // A link shows where it leads: a label such as "Approve" cannot hide an off-site
+      // target.
+      const href = node.getAttribute("href");
+      if (node.textContent.trim() !== href) node.append(document.createTextNode(` (${href})`));
     }
   });
 
@@ -92,12 +114,12 @@
 
   /** Sanitized HTML of a Markdown document. */
   function markdownHtml(source) {
-    return sanitize(md.render(String(source ?? "")));
+    return sanitize(md.render(visible(source)));
   }
 
   /** Sanitized HTML of one line of Markdown (no paragraph). */
   function inlineHtml(source) {
-    return sanitize(md.renderInline(String(source ?? "")));
+    return sanitize(md.renderInline(visible(source)));
   }
 
   function setMarkdown(node, source) {
@@ -484,5 +506,5 @@
     return null;
   }
 
-  window.plangateRender = { el, markdownHtml, inlineHtml, setMarkdown, renderDiff, renderPatch, diffRows, patchRows, toolView, chartFor, toCsv, loadVega };
+  window.plangateRender = { el, visible, markdownHtml, inlineHtml, setMarkdown, renderDiff, renderPatch, diffRows, patchRows, toolView, chartFor, toCsv, loadVega };
 })();
