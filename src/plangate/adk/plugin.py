@@ -41,6 +41,7 @@ from plangate.adk.replies import paused_calls, record_replies, replies_in
 from plangate.adk.runtime import Loaded, PlanRuntime
 from plangate.adk.scope import PlanScope
 from plangate.adk.step_call_ids import unique_call_ids
+from plangate.adk.tools import plan_runtime
 from plangate.plan.gate import PLAN_TOOL_NAMES
 from plangate.plan.replies import ReplyError, ReplyErrorCode, match_reply
 from plangate.plan.session_state import PlanSessionState
@@ -223,8 +224,6 @@ def _renamed(reply: types.FunctionResponse, call_id: str, name: str) -> types.Fu
 
 
 def _governed(agent: BaseAgent) -> Iterator[tuple[str, PlanRuntime]]:
-    from plangate.adk.setup import plan_runtime
-
     root = agent.root_agent if hasattr(agent, "root_agent") else agent
     seen: set[int] = set()
     stack = [root]

@@ -14,7 +14,7 @@ from plangate.adk.contract import signed_once
 from plangate.adk.options import PlanOptions
 from plangate.adk.own_tools import guard_names, refuse_namesakes, refuse_reserved_rules
 from plangate.adk.runtime import PlanRuntime
-from plangate.adk.tools import PlanToolSet
+from plangate.adk.tools import PlanToolSet, plan_runtime
 from plangate.plan.codec import decode_plan
 from plangate.plan.record import PlanRecord
 
@@ -61,14 +61,6 @@ async def _check_app(callback_context: Any, llm_request: Any) -> None:
     # Before anything of the step is applied or mirrored: an App without PlanPlugin or
     # resumability would leave a wrong mirror or not pause (plangate.adk.app_check).
     require_plan_app(callback_context.get_invocation_context(), callback_context.agent_name)
-
-
-def plan_runtime(agent: LlmAgent) -> PlanRuntime | None:
-    """The Plan Mode runtime mounted on ``agent``, if any."""
-    for tool in agent.tools:
-        if isinstance(tool, PlanToolSet):
-            return tool.runtime
-    return None
 
 
 def get_plan_record(

@@ -9,6 +9,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from google.adk.agents import LlmAgent
 from google.adk.events import Event, EventActions
 from google.adk.tools import BaseTool, ToolContext
 from google.adk.tools.base_toolset import BaseToolset
@@ -31,7 +32,7 @@ from plangate.plan.record import PlanRecord
 from plangate.plan.transitions import PlanError, Transition
 from plangate.store.store import Conflict
 
-__all__ = ["PlanToolSet", "UpdatePlanContentTool", "make_enter_plan_mode_tool"]
+__all__ = ["PlanToolSet", "UpdatePlanContentTool", "make_enter_plan_mode_tool", "plan_runtime"]
 
 log = logging.getLogger("plangate")
 
@@ -384,3 +385,11 @@ def _conflict(exc: Conflict) -> dict[str, Any]:
         f"the plan was changed by another call at the same time ({exc}); nothing was applied",
         "look at the current plan and retry if still needed",
     )
+
+
+def plan_runtime(agent: LlmAgent) -> PlanRuntime | None:
+    """The Plan Mode runtime mounted on ``agent``, if any (its :class:`PlanToolSet`)."""
+    for tool in agent.tools:
+        if isinstance(tool, PlanToolSet):
+            return tool.runtime
+    return None
