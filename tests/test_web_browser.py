@@ -325,7 +325,9 @@ def test_the_protocol_panel_follows_routing_a_failed_run_and_a_handoff(
     expect(answer).to_be_in_viewport()  # the chat followed the run to its answer
     # The handoff and the data calls after it (one model step each) share one bubble.
     handoff = page.locator(".msg.assistant", has=page.locator('[data-tool="protocol_handoff"]'))
-    assert handoff.locator(".tool.ok").count() == 8
+    # ... the requirements the analysis reports on included.
+    assert handoff.locator(".tool.ok").count() == 9
+    assert handoff.locator('[data-tool="analysis_requirements_commit"]').count() == 1
     assert "5 rows" in handoff.locator('[data-tool="run_sql_readonly"]').inner_text()
     timeline.locator("text=Handoff accepted: now data-analysis@1").wait_for()
     text = timeline.inner_text()
