@@ -42,6 +42,8 @@ def spawn(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Terminal:
         encoding="utf-8",
         timeout=90,
         dimensions=(50, 120),
+        # poll(), not select(): late in a long run this process holds over 1,024 files.
+        use_poll=True,
     )
     child.logfile_read = (cwd / "terminal.log").open("a")
     return child

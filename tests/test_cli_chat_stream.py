@@ -51,6 +51,8 @@ class Screen(pexpect.spawn):
             encoding="utf-8",
             timeout=60,
             dimensions=(ROWS, COLUMNS),
+            # poll(), not select(): late in a long run this process holds over 1,024 files.
+            use_poll=True,
         )
         self.logfile_read = (cwd / "terminal.log").open("a")
 

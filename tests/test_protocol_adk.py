@@ -816,4 +816,5 @@ def test_setup_is_idempotent_and_orders_the_boundary_after_plan_mode(
     from plangate.adk.boundary import boundary_of
 
     orders = [order for order, _ in boundary_of(agent).checks]
-    assert orders == [0, 100]
+    # The namesake check (-100), Plan Mode's gate (0), then the protocol boundary.
+    assert orders == [-100, 0, 100]
