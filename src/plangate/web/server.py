@@ -37,7 +37,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ag_ui.core import PROTOCOL_VERSION, BaseEvent, RunAgentInput
 from google.adk.agents import LlmAgent
@@ -104,6 +104,9 @@ def _error(status: int, code: ErrorCode, message: str, **headers: str) -> JSONRe
     return JSONResponse(
         {"error": message, "code": str(code)}, status_code=status, headers=headers or None
     )
+
+
+T = TypeVar("T")
 
 
 class Guard:
@@ -501,20 +504,12 @@ async def close_plan(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     web, thread_id = found
-    if not _sends_json(request):
-        return _error(415, ErrorCode.BAD_INPUT, "send Content-Type: application/json")
-    session = web.plan_session(thread_id)
-    running = thread_id in web.runs
-    if not running:
-        web.runs[thread_id] = None  # no run may start while the plan is being closed
-    try:
-        closed = await session.close_plan(actor="user", reason="accepted")
-        data = await thread_json(session, running=running)
-    except RuntimeError as exc:
-        return _error(409, ErrorCode.MODE_NOT_CHANGED, str(exc))
-    finally:
-        if not running:
-            web.runs.pop(thread_id, None)
+    done = await _plan_step(
+        request, web, thread_id, lambda session: session.close_plan(actor="user", reason="accepted")
+    )
+    if isinstance(done, Response):
+        return done
+    closed, data = done
     if not closed:
         return _error(
             409,
@@ -555,22 +550,42 @@ async def _select_mode(request: Request, mode: str) -> Response:
     if isinstance(found, Response):
         return found
     web, thread_id = found
+    done = await _plan_step(
+        request,
+        web,
+        thread_id,
+        lambda session: session.select_plan() if mode == "plan" else session.leave_plan(),
+    )
+    if isinstance(done, Response):
+        return done
+    message, data = done
+    web.publish(thread_id, change_note(thread_id, f"mode:{mode}"))
+    return JSONResponse({"message": message, **data}, headers={"Cache-Control": "no-store"})
+
+
+async def _plan_step(
+    request: Request,
+    web: WebState,
+    thread_id: str,
+    step: Callable[[PlanSession], Awaitable[T]],
+) -> tuple[T, dict[str, Any]] | Response:
+    """Run a user's plan step (a mode switch, closing the plan) and read the thread back.
+    Between runs no run may start meanwhile; a 409 when the session is busy."""
     if not _sends_json(request):
         return _error(415, ErrorCode.BAD_INPUT, "send Content-Type: application/json")
     session = web.plan_session(thread_id)
     running = thread_id in web.runs
     if not running:
-        web.runs[thread_id] = None  # no run may start while the plan is being cancelled
+        web.runs[thread_id] = None  # no run may start while the plan changes
     try:
-        message = await (session.select_plan() if mode == "plan" else session.leave_plan())
+        result = await step(session)
         data = await thread_json(session, running=running)
     except RuntimeError as exc:
         return _error(409, ErrorCode.MODE_NOT_CHANGED, str(exc))
     finally:
         if not running:
             web.runs.pop(thread_id, None)
-    web.publish(thread_id, change_note(thread_id, f"mode:{mode}"))
-    return JSONResponse({"message": message, **data}, headers={"Cache-Control": "no-store"})
+    return result, data
 
 
 async def stop(request: Request) -> Response:
