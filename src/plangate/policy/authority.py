@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from plangate.errors import CodedError, ErrorCode
 from plangate.plan.record import PlanRecord
-from plangate.plan.scope import Permission, Scope
+from plangate.plan.scope import Scope
 
 __all__ = [
     "GIT_PROGRAM_PATHS",
@@ -33,7 +33,7 @@ __all__ = [
     "ProtectedPath",
     "authority_of",
     "current_authority",
-    "git_program_paths",
+    "protected_paths",
     "protected_reason",
     "require_authority",
     "set_authority",
@@ -62,7 +62,6 @@ class Authority:
     """A plan is being made (or its state cannot be read): nothing may change."""
     scope: Scope | None = None
     """The approved plan's scope in force; None: the whole workspace (no scoped plan)."""
-    permission: Permission = "auto"
     protected_files: tuple[Path, ...] = field(default=())
     """Absolute paths no executor may write, wherever they are (plangate's database)."""
 
@@ -85,7 +84,6 @@ def authority_of(
     return Authority(
         planning=planning,
         scope=record.scope if granted and record is not None else None,
-        permission=record.permission if granted and record is not None else "auto",
         protected_files=protected_files,
     )
 
@@ -105,11 +103,12 @@ def protected_reason(rel: str) -> str | None:
     return None
 
 
-def git_program_paths(workspace: Path) -> list[Path]:
-    """The paths of the workspace's git directory that stay read-only for commands that
-    may change the workspace (they still need ``.git/index`` and objects to commit)."""
+def protected_paths(workspace: Path) -> list[Path]:
+    """What stays read-only for commands that may change the workspace: git's program
+    files (commands still need ``.git/index`` and objects to commit) and plangate's own
+    folder -- the paths :func:`protected_reason` refuses to the file tools."""
     git_dir = workspace / ".git"
-    return [git_dir / name for name in GIT_PROGRAM_PATHS]
+    return [*(git_dir / name for name in GIT_PROGRAM_PATHS), workspace / _PLANGATE_FOLDER]
 
 
 class NoAuthority(CodedError):

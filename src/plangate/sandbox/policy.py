@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from plangate.policy.authority import git_program_paths
+from plangate.policy.authority import protected_paths
 
 __all__ = [
     "ENV_ALLOWLIST",
@@ -171,8 +171,7 @@ def _protected_in(workspace: Path) -> list[Path]:
     """Paths inside a writable workspace that stay read-only: what makes git run a
     program or read another config on the next git call, and plangate's own folder
     (the same list the file tools refuse, :mod:`plangate.policy.authority`)."""
-    candidates = [*git_program_paths(workspace), workspace / ".plangate"]
-    return [path for path in candidates if path.exists() and not path.is_symlink()]
+    return [p for p in protected_paths(workspace) if p.exists() and not p.is_symlink()]
 
 
 def _masks(masked: Iterable[Path]) -> list[str]:
