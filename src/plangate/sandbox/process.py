@@ -26,7 +26,7 @@ from plangate.sandbox.policy import (
     sandbox_env,
 )
 from plangate.sandbox.probe import SandboxStatus, sandbox_status
-from plangate.sandbox.seccomp import unix_socket_filter
+from plangate.sandbox.seccomp import seccomp_program
 
 __all__ = ["Capture", "Finished", "run_command"]
 
@@ -91,7 +91,7 @@ async def run_command(
     limits = prlimit_argv(spec.limits, prlimit=status.prlimit) if status.prlimit else []
     if status.available:
         env = sandbox_env(os.environ)
-        seccomp_fd = _seccomp_fd()
+        seccomp_fd = _seccomp_fd(spec)
         argv = [
             *limits,
             *bwrap_argv(
@@ -129,9 +129,10 @@ async def run_command(
             await asyncio.to_thread(shutil.rmtree, private_tmp, True)
 
 
-def _seccomp_fd() -> int | None:
-    """A readable descriptor holding the seccomp program for bwrap, or None."""
-    program = unix_socket_filter()
+def _seccomp_fd(spec: SandboxSpec) -> int | None:
+    """A readable descriptor holding the seccomp program for bwrap, or None. Internet
+    sockets are allowed: bwrap's network namespace decides what they reach."""
+    program = seccomp_program(spec.profile, inet=True)
     if program is None:
         return None
     fd = os.memfd_create("plangate-seccomp")
