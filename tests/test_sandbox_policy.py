@@ -37,7 +37,8 @@ def test_acting_makes_the_workspace_writable_but_not_its_git_config(tmp_path: Pa
     (tmp_path / ".git" / "hooks").mkdir(parents=True)
     (tmp_path / ".git" / "config").write_text("[core]\n")
     argv = bwrap_argv(SandboxSpec(Profile.ACTING, tmp_path), ["true"], env={})
-    assert _pairs(argv, "--bind") == [str(tmp_path)]
+    # .git is bound onto itself, writable: a mount point cannot be renamed or replaced.
+    assert _pairs(argv, "--bind") == [str(tmp_path), str(tmp_path / ".git")]
     protected = _pairs(argv, "--ro-bind")
     assert str(tmp_path / ".git" / "config") in protected
     assert str(tmp_path / ".git" / "hooks") in protected

@@ -67,6 +67,7 @@ class ErrorCode(StrEnum):
     PLAN_APP_MISCONFIGURED = "PLAN_APP_MISCONFIGURED"  # no PlanPlugin or not resumable
     NO_AUTHORITY = "NO_AUTHORITY"  # an executor ran without the gate's answer: did nothing
     PROTECTED_PATH = "PROTECTED_PATH"  # git's program files, .plangate, the database
+    GIT_CHANGE_REVERTED = "GIT_CHANGE_REVERTED"  # a command changed what makes git run programs
 
     # -- tool policy --------------------------------------------------------------------
     POLICY_DENIED = "POLICY_DENIED"  # a deny rule matched

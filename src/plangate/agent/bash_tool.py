@@ -27,10 +27,11 @@ from plangate.agent.tool_errors import (
     require_str,
     truncation_marker,
 )
+from plangate.errors import ErrorCode
 from plangate.policy.authority import NoAuthority, require_authority
 from plangate.policy.command_split import split_commands
 from plangate.policy.effects import declare_contained
-from plangate.sandbox import Limits, Profile, SandboxSpec, hidden_paths
+from plangate.sandbox import Limits, Profile, SandboxSpec, git_guard, hidden_paths, sandbox_status
 from plangate.sandbox.policy import MAX_TIMEOUT_S
 from plangate.sandbox.process import Finished, run_command
 from plangate.sandbox.scope_binds import prepare_writable
@@ -132,13 +133,48 @@ async def _bash(
         writable=binds.paths if binds is not None else None,
     )
     keep = max_chars * 4 + 1024  # bytes kept at each end of each stream
+    status = await asyncio.to_thread(sandbox_status)
+    git_before = await asyncio.to_thread(_git_before, workspace.root, profile, status.available)
     try:
-        finished = await run_command(command, spec, timeout_s=float(timeout), keep_bytes=keep)
+        finished = await run_command(
+            command, spec, timeout_s=float(timeout), keep_bytes=keep, status=status
+        )
     finally:
         if binds is not None:
             # What was made only so it could be bound, and left as it was, goes again.
             await asyncio.to_thread(binds.tidy)
-    return _result(finished, max_chars, profile)
+        # Whatever the command did to what makes the user's git run programs goes back,
+        # before anything else can run git in the workspace.
+        reverted = await asyncio.to_thread(git_guard.restore, git_before)
+    return _reported(_result(finished, max_chars, profile), reverted)
+
+
+def _git_before(root: Path, profile: Profile, sandboxed: bool) -> git_guard.GitSurface:
+    if sandboxed and profile is Profile.ACTING:
+        # Empty folders the sandbox then binds read-only: no hook or repository can be
+        # made in them.
+        git_guard.make_missing_git_dirs(root)
+    return git_guard.snapshot(root)
+
+
+def _reported(result: dict, reverted: list[str]) -> dict:
+    """The result of a command that changed git's program-running files: it says what
+    was put back, as an error the model reads (the command's own output stays)."""
+    if not reverted:
+        return result
+    message = (
+        "the command changed what makes git run programs for the user; plangate put it "
+        "back: " + "; ".join(reverted)
+    )
+    hint = (
+        "leave .git's config, hooks, commondir, info, modules and worktrees and "
+        "submodule repositories alone; ask the user to make such a change themselves"
+    )
+    if "error" in result:  # a timeout: keep its code, add what was put back
+        return {**result, "git_reverted": reverted}
+    return error_result(
+        ErrorCode.GIT_CHANGE_REVERTED, message, hint, **result, git_reverted=reverted
+    )
 
 
 def _result(finished: Finished, max_chars: int, profile: Profile) -> dict:

@@ -7,8 +7,9 @@ Two profiles follow the plan state at the moment of the call:
 
 * ``planning`` — the whole filesystem read-only (the workspace included), a private
   empty ``/tmp`` and ``HOME``, no network, its own PID namespace.
-* ``acting`` — the workspace writable (its ``.git/config``, ``.git/hooks`` and
-  ``.plangate`` stay read-only), everything else read-only, a private ``/tmp``, network
+* ``acting`` — the workspace writable (``.git`` a mount point that cannot be renamed or
+  replaced, its config, hooks, ``info``, ``modules`` and ``worktrees`` and ``.plangate``
+  read-only), everything else read-only, a private ``/tmp``, network
   only when the user allowed it. With an approved plan scope only the paths it names
   are writable (``SandboxSpec.writable``, see :mod:`plangate.sandbox.scope_binds`).
 
@@ -174,6 +175,16 @@ def _protected_in(workspace: Path) -> list[Path]:
     return [p for p in protected_paths(workspace) if p.exists() and not p.is_symlink()]
 
 
+def _git_mount_point(workspace: Path) -> list[str]:
+    """``.git`` bound onto itself, still writable (``git add`` and ``git commit`` write its
+    index, objects and refs): a mount point cannot be renamed or removed from inside, so
+    a command cannot move the repository away and build another with its own config."""
+    git_dir = workspace / ".git"
+    if git_dir.is_symlink() or not git_dir.exists():
+        return []
+    return ["--bind", str(git_dir), str(git_dir)]
+
+
 def _masks(masked: Iterable[Path]) -> list[str]:
     argv: list[str] = []
     for path in masked:
@@ -222,10 +233,13 @@ def bwrap_argv(
         argv += ["--ro-bind", workspace, workspace]
         for path in spec.writable:
             argv += ["--bind", str(path), str(path)]
+        if spec.workspace.resolve() in spec.writable:
+            argv += _git_mount_point(spec.workspace)
         for path in _protected_in(spec.workspace):
             argv += ["--ro-bind", str(path), str(path)]
     elif spec.profile is Profile.ACTING:
         argv += ["--bind", workspace, workspace]
+        argv += _git_mount_point(spec.workspace)
         for path in _protected_in(spec.workspace):
             argv += ["--ro-bind", str(path), str(path)]
     else:
