@@ -22,7 +22,8 @@ def test_planning_binds_everything_read_only_with_no_network(tmp_path: Path) -> 
     assert argv[:4] == ["bwrap", "--new-session", "--die-with-parent", "--unshare-all"]
     assert "--share-net" not in argv  # never network while planning, even if allowed
     assert "--bind" not in argv
-    assert _pairs(argv, "--ro-bind") == ["/", str(tmp_path)]
+    binds = [p for p in _pairs(argv, "--ro-bind") if p != "/dev/null"]  # masks
+    assert binds == ["/", str(tmp_path)]
     assert argv[argv.index("--ro-bind") : argv.index("--ro-bind") + 3] == ["--ro-bind", "/", "/"]
     assert "/tmp" in _pairs(argv, "--tmpfs") and "--proc" in argv and "--dev" in argv
     assert argv[-5:] == ["--chdir", str(tmp_path), "--", "bash", "-c", "ls"][-5:]
@@ -101,6 +102,76 @@ def test_environment_is_an_allowlist_without_secrets() -> None:
     assert int(env["GIT_CONFIG_COUNT"]) == len(keys)
 
 
+def test_locale_variables_pass_only_with_a_locale_name() -> None:
+    env = sandbox_env(
+        {
+            "LC_ALL": "en_US.UTF-8",
+            "LC_TIME": "sr_RS@latin",
+            "LC_PAPER": "C",
+            "LC_CTYPE": "$(touch pwned)",
+            "LC_MESSAGES": "x" * 65,
+            "LC_NUMERIC": "",
+            "LC_SECRET_STASH": "C",
+            "LC_ADDRESS": "sk-live-1234",
+            "LC_NAME": "a/b",
+            "LC_MONETARY": "de_DE.ISO-8859-1",
+            "LCX": "C",
+        }
+    )
+    assert env["LC_ALL"] == "en_US.UTF-8" and env["LC_TIME"] == "sr_RS@latin"
+    assert env["LC_PAPER"] == "C" and env["LC_MONETARY"] == "de_DE.ISO-8859-1"
+    for name in (
+        "LC_CTYPE",
+        "LC_MESSAGES",
+        "LC_NUMERIC",
+        "LC_SECRET_STASH",
+        "LC_ADDRESS",
+        "LC_NAME",
+        "LCX",
+    ):
+        assert name not in env, name
+
+
+def test_the_kernel_knobs_are_read_only_and_root_only_files_masked(tmp_path: Path) -> None:
+    argv = bwrap_argv(SandboxSpec(Profile.ACTING, tmp_path), ["true"], env={})
+    tries = _pairs(argv, "--ro-bind-try")
+    assert "/proc/sys" in tries and "/proc/sysrq-trigger" in tries
+    # Over the fresh /proc, not under it.
+    assert argv.index("/proc/sys") > argv.index("--proc")
+    masks = [
+        argv[i + 2] for i, a in enumerate(argv) if a == "--ro-bind" and argv[i + 1] == "/dev/null"
+    ]
+    assert "/etc/shadow" in masks
+    # /dev/shm is a capped tmpfs and /dev itself read-only, like /tmp is capped.
+    size = str(Limits().tmp_bytes)
+    shm = argv.index("/dev/shm")
+    assert argv[shm - 3 : shm] == ["--size", size, "--tmpfs"]
+    assert argv[shm + 1 : shm + 3] == ["--remount-ro", "/dev"]
+
+
+def test_the_database_folder_hides_siblings_made_later(tmp_path: Path) -> None:
+    """The database in plangate's own folder: the folder is masked and its other
+    entries bound back, so a -wal that appears after the start is not among them."""
+    own = tmp_path / ".plangate"
+    own.mkdir()
+    (own / "policy.toml").write_text("")
+    (own / "plangate.db").write_text("db")
+    (own / "plangate.db-mj0123").write_text("journal")
+    (own / "data").mkdir()
+    db = own / "plangate.db"
+    masked = tuple(Path(f"{db}{suffix}") for suffix in ("", "-wal", "-shm", "-journal"))
+    for profile in Profile:
+        argv = bwrap_argv(SandboxSpec(profile, tmp_path, masked=masked), ["true"], env={})
+        # Once before the workspace bind and once above it (the workspace uncovers it).
+        assert _pairs(argv, "--tmpfs").count(str(own)) == 2
+        assert _pairs(argv, "--remount-ro").count(str(own)) == 2
+        bound = _pairs(argv, "--ro-bind")
+        assert str(own / "policy.toml") in bound and str(own / "data") in bound
+        assert not [b for b in bound if "plangate.db" in b]
+        last = len(argv) - 1 - argv[::-1].index(str(own))
+        assert last > argv.index(str(tmp_path))
+
+
 def test_limits_become_a_prlimit_prefix() -> None:
     argv = prlimit_argv(Limits(cpu_s=5, file_size_bytes=10, processes=7), prlimit="/p")
     assert argv[0] == "/p" and argv[-1] == "--"
@@ -135,5 +206,6 @@ def test_doctor_reports_the_sandbox(sandbox_mode: str) -> None:
     if sandbox_mode == "sandbox":
         assert doctor.returncode == 0, doctor.stdout
         assert doctor.stdout.startswith("ok sandbox: bubblewrap")
+        assert "ok privileges:" in doctor.stdout and "refused io_uring" in doctor.stdout
     else:
         assert doctor.returncode == 1

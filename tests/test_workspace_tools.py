@@ -747,3 +747,18 @@ async def test_an_executor_called_around_the_gate_does_nothing(
     assert not (root / "made.txt").exists()
     if before is not None:
         assert (root / "a.py").read_text() == before
+
+
+async def test_fifos_never_block_read_or_grep(call, root: Path):
+    """A FIFO in the workspace: Read refuses it with a code, Grep skips it and says so;
+    neither waits for a writer that never comes (each call is bounded here so that a
+    regression fails instead of hanging the suite)."""
+    os.mkfifo(root / "pkg" / "pipe")
+    (root / "pkg" / "later.py").write_text("def add_later():\n    pass\n")
+    read = await asyncio.wait_for(call("Read", path="pkg/pipe"), timeout=60)
+    assert error_code(read) == "NOT_A_FILE" and "FIFO" in read["error"], read
+    found = await asyncio.wait_for(call("Grep", pattern="def add", path="pkg"), timeout=60)
+    assert [m["path"] for m in found["matches"]] == ["pkg/core.py", "pkg/later.py"]
+    assert "1 FIFO(s), socket(s) or device(s)" in found["note"], found
+    # A regular file swapped for a FIFO after the checks is still not opened blocking.
+    assert workspace_module._open_regular(root / "pkg" / "pipe") is None  # pyright: ignore[reportPrivateUsage]

@@ -274,9 +274,35 @@ def _existing_file(workspace: Workspace, path: str) -> Path:
     resolved = workspace.resolve(_require_str(path, "path"))
     if not resolved.exists():
         raise WorkspaceError(f"{path} does not exist", NOT_FOUND)
-    if not resolved.is_file():
+    if resolved.is_dir():
         raise WorkspaceError(f"{path} is a directory, not a file (use Glob to list it)", NOT_A_FILE)
+    if not resolved.is_file():
+        raise _special(path)
     return resolved
+
+
+def _special(path: str) -> WorkspaceError:
+    return WorkspaceError(
+        f"{path} is not a regular file (a FIFO, socket or device): the file tools do not "
+        "open it, since reading one can wait forever",
+        NOT_A_FILE,
+    )
+
+
+def _open_regular(path: Path) -> IO[bytes] | None:
+    """``path`` opened for reading if it is a regular file, else None. Opened without
+    blocking and checked on the descriptor: a FIFO swapped in after a stat() cannot
+    hang the tool (opening a FIFO to read waits for a writer; O_NONBLOCK does not)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 # Write and Edit reach a file's folder one name at a time from the root, each step
@@ -486,7 +512,10 @@ def _read(workspace: Workspace, path: Any, offset: Any, limit: Any, max_chars: i
     limit = _require_int(limit, "limit", minimum=1)
     resolved = _existing_file(workspace, path)
     rel = workspace.relative(resolved)
-    with resolved.open("rb") as raw:
+    opened = _open_regular(resolved)
+    if opened is None:
+        raise _special(path)
+    with opened as raw:
         if _looks_binary(raw.read(BINARY_SNIFF_BYTES)):
             return WorkspaceError(
                 f"{rel} looks like a binary file; Read shows text only", BINARY_FILE
@@ -619,6 +648,7 @@ def _grep(workspace: Workspace, pattern: Any, path: Any, glob: Any, max_chars: i
     truncated = False
     skipped_binary = 0
     skipped_large = 0
+    skipped_special = 0
     long_lines = 0
     scanned = 0
     scan_capped = False
@@ -627,10 +657,19 @@ def _grep(workspace: Workspace, pattern: Any, path: Any, glob: Any, max_chars: i
             scan_capped = truncated = True
             break
         try:
-            if file.stat().st_size > GREP_MAX_FILE_BYTES:
+            info = file.stat()
+            # FIFOs, sockets and devices are never opened: reading one can block forever.
+            if not stat.S_ISREG(info.st_mode):
+                skipped_special += 1
+                continue
+            if info.st_size > GREP_MAX_FILE_BYTES:
                 skipped_large += 1
                 continue
-            raw = file.open("rb")
+            opened = _open_regular(file)
+            if opened is None:  # swapped for a special file since stat()
+                skipped_special += 1
+                continue
+            raw = opened
         except OSError:
             continue
         rel = file.relative_to(workspace.root).as_posix()
@@ -677,6 +716,8 @@ def _grep(workspace: Workspace, pattern: Any, path: Any, glob: Any, max_chars: i
         notes.append(f"skipped {skipped_binary} binary file(s)")
     if skipped_large:
         notes.append(f"skipped {skipped_large} file(s) larger than {GREP_MAX_FILE_BYTES} bytes")
+    if skipped_special:
+        notes.append(f"skipped {skipped_special} FIFO(s), socket(s) or device(s)")
     if long_lines:
         notes.append(
             f"{long_lines} line(s) longer than {GREP_SCAN_LINE_CHARS} chars were searched "

@@ -47,8 +47,13 @@ def run_doctor(args: argparse.Namespace) -> int:
         print(f"{limit_mark}limits: {limit_text}")
     else:
         print(f"{limit_mark}limits: prlimit (util-linux) not found; only the timeout applies")
+    if status.available:
+        _print_kernel_boundary(limits.processes)
     names = ", ".join(sorted(n for n in ENV_ALLOWLIST if not n.startswith("LC_")))
-    print(f"ok environment: only {names} and LC_*; never keys, tokens or passwords")
+    print(
+        f"ok environment: only {names} and LC_* with a locale name as value; never keys, "
+        "tokens or passwords"
+    )
     git = shutil.which("git")
     print(
         "ok git: system/global config ignored; fsmonitor, hooks, pager, external diff off"
@@ -56,3 +61,34 @@ def run_doctor(args: argparse.Namespace) -> int:
         else "-- git: not installed"
     )
     return 0 if status.available else 1
+
+
+def _print_kernel_boundary(processes: int) -> None:
+    """What keeps a command from the host's privileges (root included), and what the
+    seccomp filter refuses."""
+    import os
+
+    from plangate.sandbox.cgroup import pids_cgroup_parent
+    from plangate.sandbox.seccomp import seccomp_summary
+
+    root = os.geteuid() == 0
+    who = "uid 0 without capabilities" if root else "your uid, without capabilities"
+    print(
+        f"ok privileges: commands run as {who} (CapEff 0); /proc/sys, /proc/sysrq-trigger "
+        "and /sys read-only; /etc/shadow masked; /dev read-only, /dev/shm capped"
+    )
+    cgroup = pids_cgroup_parent()
+    if cgroup is not None:
+        print(f"ok processes: at most {processes} per command (cgroup pids.max under {cgroup})")
+    elif root:
+        print(
+            f"!! processes: RLIMIT_NPROC ({processes}) does not bind root and no pids cgroup "
+            "is writable here; the timeout and the PID namespace end a runaway command"
+        )
+    else:
+        print(f"ok processes: at most {processes} (RLIMIT_NPROC, which binds a non-root uid)")
+    summary = seccomp_summary()
+    mark = "ok " if "no filter" not in summary[0] else "!! "
+    print(f"{mark}{summary[0]}")
+    for line in summary[1:]:
+        print(f"   {line.strip()}")

@@ -16,10 +16,24 @@ Two profiles follow the plan state at the moment of the call:
 Both: no new privileges, a new session (no terminal input injection, CVE-2017-5226),
 death with the parent, an environment reduced to an allowlist, git hardened against
 repository configuration that runs programs, and resource limits.
+
+Host privileges (run as root): the command keeps uid 0 -- bubblewrap started by root
+maps the sandbox's uid to the host's root whatever ``--uid`` says, and an unprivileged
+uid could neither change the user's (root-owned) workspace after approval nor reach a
+workspace under a root-only folder (``/root``, pytest's ``/tmp/pytest-of-root``) while
+planning. What root without capabilities could still do is taken away one by one: no
+capability survives (``--cap-drop ALL``, CapEff 0); the kernel's knobs that check the
+uid and not a capability (``/proc/sys``, ``/proc/sysrq-trigger``, ``/proc/mtrr``) are
+read-only (:data:`KERNEL_KNOBS`), ``/sys`` is under the read-only root; the files only
+root may read are masked (:data:`HOST_SECRETS`); the system calls that reach past the
+namespaces are refused by seccomp (:mod:`plangate.sandbox.seccomp`); and the process
+cap is a cgroup's ``pids.max`` (:mod:`plangate.sandbox.cgroup`), since
+``RLIMIT_NPROC`` does not bind uid 0.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,12 +45,15 @@ from plangate.policy.authority import protected_paths
 __all__ = [
     "ENV_ALLOWLIST",
     "GIT_HARDENING",
+    "HOST_SECRETS",
+    "KERNEL_KNOBS",
     "MAX_TIMEOUT_S",
     "SANDBOX_HOME",
     "Limits",
     "Profile",
     "SandboxSpec",
     "bwrap_argv",
+    "bwrap_options",
     "prlimit_argv",
     "sandbox_env",
 ]
@@ -59,8 +76,9 @@ class Profile(StrEnum):
 class Limits:
     """Resource limits applied with ``prlimit`` to the whole process tree.
 
-    ``RLIMIT_NPROC`` counts per real user and does not bind root; the PID namespace and
-    the timeout kill are what end a runaway process tree there.
+    ``RLIMIT_NPROC`` counts per real user and does not bind root: there ``processes``
+    is a cgroup's ``pids.max`` where the host lets plangate make one
+    (:mod:`plangate.sandbox.cgroup`).
     """
 
     cpu_s: int = 300
@@ -70,7 +88,8 @@ class Limits:
     """Generous: runtimes such as Node reserve far more address space than they use."""
     open_files: int = 1024
     tmp_bytes: int = 1024**3
-    """Size of the private ``/tmp`` (and ``HOME`` inside it)."""
+    """Size of each private tmpfs: ``/tmp`` (with ``HOME`` inside it), ``/var/tmp`` and
+    ``/dev/shm``; ``/dev`` itself is read-only."""
 
 
 @dataclass(frozen=True)
@@ -95,12 +114,6 @@ ENV_ALLOWLIST = frozenset(
         "PATH",
         "LANG",
         "LANGUAGE",
-        "LC_ALL",
-        "LC_CTYPE",
-        "LC_MESSAGES",
-        "LC_COLLATE",
-        "LC_NUMERIC",
-        "LC_TIME",
         "TERM",
         "TZ",
         "COLUMNS",
@@ -114,6 +127,44 @@ ENV_ALLOWLIST = frozenset(
     }
 )
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|DATABASE", re.I)
+# Locale variables pass only with a locale name as value (``C``, ``POSIX``,
+# ``en_US.UTF-8``, ``sr_RS@latin``): a secret or a payload exported under an LC_ name
+# does not, nor does an LC_ name the C library does not define.
+_LOCALE_NAMES = frozenset(
+    {
+        "LC_ALL",
+        "LC_CTYPE",
+        "LC_NUMERIC",
+        "LC_TIME",
+        "LC_COLLATE",
+        "LC_MONETARY",
+        "LC_MESSAGES",
+        "LC_PAPER",
+        "LC_NAME",
+        "LC_ADDRESS",
+        "LC_TELEPHONE",
+        "LC_MEASUREMENT",
+        "LC_IDENTIFICATION",
+    }
+)
+_LOCALE_VALUE = re.compile(
+    r"[A-Za-z]{1,8}(_[A-Za-z0-9]{1,8})?(\.[A-Za-z0-9_-]{1,20})?(@[A-Za-z0-9_]{1,20})?"
+)
+
+KERNEL_KNOBS = (
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/mtrr",
+    "/proc/fs",
+    "/proc/bus",
+    "/proc/irq",
+)
+"""Parts of the sandbox's fresh ``/proc`` bound read-only over it (where the kernel has
+them): writing there needs uid 0, not a capability, so root without capabilities could
+change the host's kernel settings."""
+
+HOST_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+"""Files only root may read, masked where they exist (the command may run as uid 0)."""
 
 GIT_HARDENING: dict[str, str] = {
     # Only the repository's own config is read, never system or global files.
@@ -154,7 +205,7 @@ def sandbox_env(source: Mapping[str, str], *, home: str = SANDBOX_HOME) -> dict[
     env = {
         name: value
         for name, value in source.items()
-        if (name in ENV_ALLOWLIST or name.startswith("LC_")) and not _SECRET_NAME.search(name)
+        if _passes(name, value) and not _SECRET_NAME.search(name)
     }
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(
@@ -166,6 +217,12 @@ def sandbox_env(source: Mapping[str, str], *, home: str = SANDBOX_HOME) -> dict[
         **GIT_HARDENING,
     )
     return env
+
+
+def _passes(name: str, value: str) -> bool:
+    if name.startswith("LC_"):
+        return name in _LOCALE_NAMES and _LOCALE_VALUE.fullmatch(value) is not None
+    return name in ENV_ALLOWLIST
 
 
 def _protected_in(workspace: Path) -> list[Path]:
@@ -185,32 +242,76 @@ def _git_mount_point(workspace: Path) -> list[str]:
     return ["--bind", str(git_dir), str(git_dir)]
 
 
+_OWN_FOLDER = ".plangate"
+
+
 def _masks(masked: Iterable[Path]) -> list[str]:
+    """Mounts that hide ``masked``: a folder becomes an empty tmpfs, a file reads as
+    nothing. A file that does not exist cannot be covered by a mount, so the database
+    in plangate's own folder hides the folder instead (:func:`_mask_own_folder`): its
+    ``-wal``, ``-shm`` and ``-journal`` stay hidden even when SQLite makes them after
+    the command started."""
+    paths = list(masked)
+    own = sorted(
+        {p.parent for p in paths if p.parent.name == _OWN_FOLDER and p.parent.is_dir()}
+        - {p for p in paths if p.is_dir()}
+    )
     argv: list[str] = []
-    for path in masked:
+    for path in paths:
+        if path.parent in own:
+            continue
         if path.is_dir():
             argv += ["--tmpfs", str(path)]
         elif path.exists():
             argv += ["--ro-bind", "/dev/null", str(path)]
+    for folder in own:
+        argv += _mask_own_folder(folder, [p.name for p in paths if p.parent == folder])
     return argv
 
 
-def bwrap_argv(
-    spec: SandboxSpec,
-    command: Iterable[str],
-    *,
-    env: Mapping[str, str],
-    bwrap: str = "bwrap",
-    seccomp_fd: int | None = None,
+def _mask_own_folder(folder: Path, hidden: list[str]) -> list[str]:
+    """``.plangate`` as an empty read-only tmpfs with every entry bound back but the
+    hidden ones and whatever starts with their names (the database's siblings)."""
+    argv = ["--tmpfs", str(folder)]
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        entries = []
+    for entry in entries:
+        if any(entry.name.startswith(name) for name in hidden):
+            continue
+        if entry.is_symlink():
+            argv += ["--symlink", os.readlink(entry.path), entry.path]
+        else:
+            argv += ["--ro-bind", entry.path, entry.path]
+    return [*argv, "--remount-ro", str(folder)]
+
+
+def _host_hardening(limits: Limits) -> list[str]:
+    """What keeps a command that runs as root from the host's kernel and secrets: a
+    capped ``/dev/shm`` on a read-only ``/dev``, the kernel's knobs read-only over the
+    fresh ``/proc``, root-only files masked."""
+    size = str(limits.tmp_bytes)
+    argv = ["--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    argv += ["--proc", "/proc"]
+    for knob in KERNEL_KNOBS:
+        argv += ["--ro-bind-try", knob, knob]
+    for secret in HOST_SECRETS:
+        if os.path.lexists(secret):
+            argv += ["--ro-bind", "/dev/null", secret]
+    return argv
+
+
+def bwrap_options(
+    spec: SandboxSpec, *, env: Mapping[str, str], seccomp_fd: int | None = None
 ) -> list[str]:
-    """The bubblewrap command line that runs ``command`` under ``spec``.
+    """bubblewrap's options for ``spec`` (everything before ``--`` and the command).
 
     Order matters: later mounts cover earlier ones, so the writable workspace comes
     after the masks (a workspace inside a masked folder stays reachable) and the
     protected paths come after the workspace.
     """
     argv = [
-        bwrap,
         "--new-session",
         "--die-with-parent",
         "--unshare-all",
@@ -223,7 +324,7 @@ def bwrap_argv(
         argv += ["--seccomp", str(seccomp_fd)]
     if spec.network and spec.profile is Profile.ACTING:
         argv.append("--share-net")
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv += ["--ro-bind", "/", "/", *_host_hardening(spec.limits)]
     size = str(spec.limits.tmp_bytes)
     argv += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/var/tmp"]
     argv += ["--dir", SANDBOX_HOME]
@@ -250,9 +351,21 @@ def bwrap_argv(
     argv += ["--clearenv"]
     for name, value in sorted(env.items()):
         argv += ["--setenv", name, value]
-    argv += ["--chdir", workspace, "--"]
-    argv += list(command)
-    return argv
+    return [*argv, "--chdir", workspace]
+
+
+def bwrap_argv(
+    spec: SandboxSpec,
+    command: Iterable[str],
+    *,
+    env: Mapping[str, str],
+    bwrap: str = "bwrap",
+    seccomp_fd: int | None = None,
+) -> list[str]:
+    """The bubblewrap command line that runs ``command`` under ``spec``, options in
+    the open (:mod:`plangate.sandbox.process` passes them through ``--args FD``
+    instead, so the sandbox's ``/proc/1/cmdline`` does not show them)."""
+    return [bwrap, *bwrap_options(spec, env=env, seccomp_fd=seccomp_fd), "--", *command]
 
 
 def prlimit_argv(limits: Limits, *, prlimit: str = "prlimit") -> list[str]:

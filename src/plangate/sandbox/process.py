@@ -1,10 +1,14 @@
 """Start one shell command in the sandbox, capture its output, and kill it on time.
 
-With bubblewrap the command runs under :func:`~plangate.sandbox.policy.bwrap_argv`; its
-process tree lives in its own PID namespace, so when the command ends or the timeout
-kills bwrap, the kernel ends everything the command started and its private ``/tmp``
-disappears with it. Without a sandbox the command runs directly with the same
-environment allowlist and limits and a private temp folder that is removed afterwards.
+With bubblewrap the command runs under :func:`~plangate.sandbox.policy.bwrap_options`
+(passed through ``--args FD``) and the seccomp allowlist
+(:mod:`plangate.sandbox.seccomp`, through ``--seccomp FD``); its process tree lives in
+its own PID namespace, so when the command ends or the timeout kills bwrap, the kernel
+ends everything the command started and its private ``/tmp`` disappears with it.
+Without a sandbox the command runs directly with the same environment allowlist and
+limits and a private temp folder that is removed afterwards. Either way, where the host
+offers a cgroup the command gets its own with ``pids.max``
+(:mod:`plangate.sandbox.cgroup`), and whatever is left in it at the end is killed.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from plangate.sandbox.cgroup import join_argv, make_pids_cgroup, remove_cgroup
 from plangate.sandbox.policy import (
     MAX_TIMEOUT_S,
     SandboxSpec,
-    bwrap_argv,
+    bwrap_options,
     prlimit_argv,
     sandbox_env,
 )
@@ -87,30 +92,33 @@ async def run_command(
         status = await asyncio.to_thread(sandbox_status)
     timeout_s = min(timeout_s, MAX_TIMEOUT_S)
     private_tmp: str | None = None
-    seccomp_fd: int | None = None
-    limits = prlimit_argv(spec.limits, prlimit=status.prlimit) if status.prlimit else []
-    if status.available:
-        env = sandbox_env(os.environ)
-        seccomp_fd = _seccomp_fd(spec)
-        argv = [
-            *limits,
-            *bwrap_argv(
-                spec,
-                ["bash", "-c", command],
-                env=env,
-                bwrap=status.bwrap,
-                seccomp_fd=seccomp_fd,
-            ),
-        ]
-        process_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    else:
-        private_tmp = await asyncio.to_thread(tempfile.mkdtemp, prefix="plangate-cmd-")
-        home = os.path.join(private_tmp, "home")
-        os.mkdir(home)
-        process_env = sandbox_env(os.environ, home=home)
-        process_env["TMPDIR"] = private_tmp
-        argv = [*limits, "bash", "-c", command]
+    fds: list[int] = []
+    cgroup = None
     try:
+        limits = prlimit_argv(spec.limits, prlimit=status.prlimit) if status.prlimit else []
+        # The process cap that binds root too, where the host offers a cgroup.
+        cgroup = make_pids_cgroup(spec.limits.processes)
+        if cgroup is not None:
+            limits = [*join_argv(cgroup), *limits]
+        if status.available:
+            # Internet sockets allowed: the network namespace decides what they reach.
+            seccomp = seccomp_program(spec.profile, inet=True)
+            if seccomp is not None:
+                fds.append(_memfd("plangate-seccomp", seccomp))
+            env = sandbox_env(os.environ)
+            options = bwrap_options(spec, env=env, seccomp_fd=fds[0] if fds else None)
+            # The options go through a descriptor: the command's /proc/1 (bubblewrap's
+            # reaper) shows `bwrap --args N -- bash -c ...`, not the masks and environment.
+            fds.append(_memfd("plangate-bwrap-args", b"".join(_nul_terminated(options))))
+            argv = [*limits, status.bwrap, "--args", str(fds[-1]), "--", "bash", "-c", command]
+            process_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        else:
+            private_tmp = await asyncio.to_thread(tempfile.mkdtemp, prefix="plangate-cmd-")
+            home = os.path.join(private_tmp, "home")
+            os.mkdir(home)
+            process_env = sandbox_env(os.environ, home=home)
+            process_env["TMPDIR"] = private_tmp
+            argv = [*limits, "bash", "-c", command]
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=spec.workspace,
@@ -119,24 +127,26 @@ async def run_command(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # its own process group, killed as a whole
-            pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+            pass_fds=tuple(fds),
         )
         return await _wait(proc, timeout_s, keep_bytes, sandboxed=status.available)
     finally:
-        if seccomp_fd is not None:
-            os.close(seccomp_fd)
+        for fd in fds:
+            os.close(fd)
+        if cgroup is not None:
+            await asyncio.to_thread(remove_cgroup, cgroup)
         if private_tmp is not None:
             await asyncio.to_thread(shutil.rmtree, private_tmp, True)
 
 
-def _seccomp_fd(spec: SandboxSpec) -> int | None:
-    """A readable descriptor holding the seccomp program for bwrap, or None. Internet
-    sockets are allowed: bwrap's network namespace decides what they reach."""
-    program = seccomp_program(spec.profile, inet=True)
-    if program is None:
-        return None
-    fd = os.memfd_create("plangate-seccomp")
-    os.write(fd, program)
+def _nul_terminated(options: list[str]) -> list[bytes]:
+    return [os.fsencode(option) + b"\0" for option in options]
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """A readable descriptor holding ``data``, read from its start (for bwrap)."""
+    fd = os.memfd_create(name)
+    os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
