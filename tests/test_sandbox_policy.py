@@ -97,9 +97,11 @@ def test_environment_is_an_allowlist_without_secrets() -> None:
     ):
         assert name not in env
     assert env["GIT_CONFIG_NOSYSTEM"] == "1" and env["GIT_OPTIONAL_LOCKS"] == "0"
-    keys = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(8)}
+    count = int(env["GIT_CONFIG_COUNT"])
+    keys = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(count)}
     assert keys["core.fsmonitor"] == "false" and keys["core.hooksPath"] == "/dev/null"
-    assert int(env["GIT_CONFIG_COUNT"]) == len(keys)
+    assert keys["protocol.ext.allow"] == "never" and len(keys) == count
+    assert f"GIT_CONFIG_KEY_{count}" not in env
 
 
 def test_locale_variables_pass_only_with_a_locale_name() -> None:

@@ -36,7 +36,12 @@ HOLES = [
     "[ -R ref ]",
     f"ls -v >/dev/null; [ $_ {PWN} ]",
     f"ls -v; test $_ {PWN}",
-    '[ "$x" = y ]',
+    # a variable only where the number of words fixes how test reads it
+    '[ "$x" -eq 1 ]',
+    '[ -v "$x" ]',
+    '[ "$x" = y -o -v z ]',
+    '[ "$x" "$y" ]',
+    '[ "$x" = -v ]',
     "[ $x = y ]",
     "[ 'a[1]' = b ]",
     "test x = 'a[0]'",
@@ -121,6 +126,9 @@ def test_constructs_that_evaluate_names_or_arithmetic_are_never_read_only(comman
 
 NEAR_MISSES = [
     # the safe neighbours of the holes stay read-only
+    '[ "$x" = y ]',
+    '[ -n "$HOME" ]',
+    'test -z "${HOME}"',
     "printf '%s\\n' a b",
     "printf -- '-v %s' x",
     "test -f README.md",

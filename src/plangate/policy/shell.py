@@ -10,8 +10,9 @@ tool would run. :func:`classify_command` answers with one of three kinds
   redirection to a file (not ``/dev/null``, ``/dev/stdout``, ``/dev/stderr``), ``<>``,
   a ``/dev/tcp`` or ``/dev/udp`` redirection, a program that changes files, processes
   or the system (``rm``, ``mv``, ``tee``, ``kill``, ``sudo``, ...) or reaches the
-  network (``curl``, ``ssh``, ...), a writing option (``sed -i``, ``find -delete`` or
-  ``-exec``, ``sort -o``, ...), a changing git subcommand, a package installation.
+  network (``curl``, ``ssh``, ``git ls-remote URL``, ...), a writing option (``sed -i``,
+  ``find -delete``, a ``find -exec`` of a writing program, ``sort -o``, ...), a
+  changing git subcommand, a package installation.
   It is refused while planning, even with a sandbox: the change belongs in the plan
   and runs after approval. Here-documents and here-strings alone are not writes.
 * ``UNPROVEN``: everything else: not provable, but no explicit write was seen (loops,
@@ -58,7 +59,8 @@ cannot parse (fail closed).
   ``$1``, ``$?``, ...) and only for programs without an argument checker; never in
   program position, in the first argument of ``printf``, or in an input redirection.
   ANSI-C and locale quoting (``$'...'``, ``$"..."``) are refused (bashlex misreads
-  them). Variable assignments are refused.
+  them); a ``$`` inside quotes before the closing quote (``'def$'``, ``"def$"``) is
+  literal text. Variable assignments are refused.
 * Redirections: input ``< file`` from a literal file name other than bash's network
   paths ``/dev/tcp/*/*`` and ``/dev/udp/*/*``, and descriptor duplication/closing
   (``2>&1``, ``>&2``, ``<&3``, ``2>&-``) are allowed. Output redirections (``>``,
@@ -72,8 +74,11 @@ cannot parse (fail closed).
   option-like name such as ``*`` or ``-*``; write ``./*`` instead), and the
   bash-correct unquoting must agree with bashlex's:
 
-  - ``find``: no ``-exec``, ``-execdir``, ``-ok``, ``-okdir``, ``-delete``,
-    ``-fprint``, ``-fprint0``, ``-fprintf``, ``-fls``.
+  - ``find``: no ``-delete``, ``-fprint``, ``-fprint0``, ``-fprintf``, ``-fls``;
+    ``-exec``, ``-execdir``, ``-ok`` and ``-okdir`` only when the program they run is
+    proven read-only like a command of its own, ``{}`` standing for a file name (a
+    whole word only; no ``--`` among find's own arguments, so no name begins with
+    ``-``).
   - ``sed``: no ``-i``/``--in-place``, no ``-f``/``--file`` (a script file cannot be
     inspected); the script must parse as a small whitelisted subset of sed (addresses,
     ``p P d D q Q = l n N g G h H x z F { }``, ``s`` with flags ``g p i I m M`` and a
@@ -92,12 +97,18 @@ cannot parse (fail closed).
   - ``cd``: at most one operand, options only ``-L``, ``-P``, ``--``.
   - ``test`` and ``[``: no ``-v`` or ``-R`` (they evaluate a variable name), no
     operand containing ``[`` or ``$``, and the operands of ``-eq``, ``-ne``, ``-lt``,
-    ``-le``, ``-gt``, ``-ge`` must be literal integers.
+    ``-le``, ``-gt``, ``-ge`` must be literal integers. A double-quoted variable
+    (``"$HOME"``) is allowed only where the number of words fixes how test reads it:
+    ``[ "$V" ]``, ``[ -n "$V" ]`` (``-z``, file tests), ``[ "$V" = word ]``.
   - ``git``: global options only ``--no-pager``, ``-P``, ``--no-optional-locks``,
     ``--literal-pathspecs``, ``--no-replace-objects`` and ``-C DIR`` (``-c`` and
     everything else refused); subcommands only ``status``, ``log``, ``diff``,
     ``show``, ``branch`` (listing flags only), ``rev-parse``, ``ls-files``,
-    ``blame``, ``grep``; no ``--output``, ``--ext-diff``, no short option starting
+    ``blame``, ``grep``, ``rev-list``, ``cat-file`` (no ``--textconv``/``--filters``,
+    which run the repository's programs), ``ls-tree``, ``describe`` (no ``--dirty``/
+    ``--broken``, which rewrite the index), ``tag`` (listing options only), ``remote``
+    (``-v``, ``get-url``), ``stash list``/``show``, ``reflog`` (not ``expire``/
+    ``delete``); no ``--output``, ``--ext-diff``, no short option starting
     with ``-o``/``-O`` (``ls-files -o``, "others", excepted), and for ``grep`` no
     ``-O``/``--open-files-in-pager``.
 
@@ -279,7 +290,13 @@ def _unquote(raw: str) -> list[tuple[str, bool]] | None:
                         out.append((raw[i + 1], True))
                     i += 2
                     continue
-                if d == "`" or (d == "$" and i + 1 < n and _starts_expansion(raw[i + 1])):
+                if d == "`" or (
+                    # `$"` and `$'` inside double quotes are a literal dollar sign
+                    d == "$"
+                    and i + 1 < n
+                    and raw[i + 1] not in "'\""
+                    and _starts_expansion(raw[i + 1])
+                ):
                     return None
                 out.append((d, True))
                 i += 1
@@ -294,29 +311,96 @@ def _unquote(raw: str) -> list[tuple[str, bool]] | None:
     return out
 
 
+def _ansi_c_or_locale_quoted(raw: str) -> bool:
+    """Whether ``raw`` holds ``$'...'`` or ``$"..."`` (bashlex misreads both). Only a ``$``
+    outside quotes starts one: a regular expression ending in ``$`` inside quotes
+    (``'def$'``, ``"def$"``) is plain text."""
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        if c == "\\":
+            i += 2
+        elif c == "'":
+            end = raw.find("'", i + 1)
+            i = n if end < 0 else end + 1
+        elif c == '"':
+            i += 1
+            while i < n and raw[i] != '"':
+                i += 2 if raw[i] == "\\" else 1
+            i += 1
+        elif c == "$" and i + 1 < n and raw[i + 1] in "'\"":
+            return True
+        else:
+            i += 1
+    return False
+
+
 def _starts_expansion(c: str) -> bool:
     return c.isalnum() or c in "_{([@*#?$!-'\""
 
 
 # ------------------------------------------------------------------ argument checkers
 
-_FIND_DENIED = {
-    "-exec": "runs a program",
-    "-execdir": "runs a program",
-    "-ok": "runs a program",
-    "-okdir": "runs a program",
+_FIND_WRITES = {
     "-delete": "deletes files",
     "-fprint": "writes a file",
     "-fprint0": "writes a file",
     "-fprintf": "writes a file",
     "-fls": "writes a file",
 }
+_FIND_RUNS = ("-exec", "-execdir", "-ok", "-okdir")
+_FIND_PLACEHOLDER = "./_"
+"""What ``{}`` stands for when the program an action runs is checked. find names every
+file after the starting point it came from, and a starting point never begins with
+``-`` (find would read it as an expression), so no name it passes reads as an option.
+Where a checker judges an operand by its value (a sed script, a date, a git subcommand,
+an integer for ``test``), this stand-in is refused, so a real name is never judged by
+a milder value than its own."""
+
+
+def _find_programs(args: list[str]) -> list[tuple[str, list[str]]]:
+    """The ``-exec``/``-execdir``/``-ok``/``-okdir`` actions of a find command line:
+    (action, argv) with ``{}`` replaced by :data:`_FIND_PLACEHOLDER`."""
+    found: list[tuple[str, list[str]]] = []
+    i = 0
+    while i < len(args):
+        action = args[i]
+        i += 1
+        if action not in _FIND_RUNS:
+            continue
+        argv: list[str] = []
+        while i < len(args) and args[i] not in (";", "+"):
+            word = args[i]
+            if "{}" in word and word != "{}":
+                _deny(f"find action '{action}' with '{{}}' inside the word {word!r}")
+            argv.append(_FIND_PLACEHOLDER if word == "{}" else word)
+            i += 1
+        if i >= len(args):
+            _deny(f"find action '{action}' has no ';' or '+' to end it")
+        i += 1
+        found.append((action, argv))
+    return found
 
 
 def _check_find(args: list[str]) -> None:
     for arg in args:
-        if arg in _FIND_DENIED:
-            _writes(f"find action '{arg}' {_FIND_DENIED[arg]}")
+        if arg in _FIND_WRITES:
+            _writes(f"find action '{arg}' {_FIND_WRITES[arg]}")
+    programs = _find_programs(args)
+    for action, argv in programs:
+        if (write := _argv_writes(argv, 0)) is not None:
+            _writes(f"find action '{action}' runs a program that writes: {write.reason()}")
+    if not programs:
+        return
+    # The program a find action runs is proven like a command of its own (find runs it
+    # without a shell: no expansion, no redirection), '{}' standing for a file name.
+    own = args[: next(k for k, arg in enumerate(args) if arg in _FIND_RUNS)]
+    if "--" in own:  # `find -- -o ...` would pass names that begin with '-'
+        _deny("find with '--' and an action that runs a program is not allowed")
+    for action, argv in programs:
+        if not argv:
+            _deny(f"find action '{action}' names no program")
+        _prove_program_argv(argv, f"find action '{action}'")
 
 
 _SED_LONG_WITH_VALUE = {"expression", "line-length"}
@@ -603,10 +687,19 @@ _TEST_INTEGER_OPERATORS = {"-eq", "-ne", "-lt", "-le", "-gt", "-ge"}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
+_VARIABLE = "\x00variable"
+"""A ``"$NAME"`` operand of ``test``/``[``, as the checker sees it (NUL never occurs in
+a command the parser reads, so no literal word can look like it)."""
+_TEST_UNARY = {"-n", "-z", "-e", "-f", "-d", "-r", "-w", "-x", "-s", "-L", "-h"}
+_TEST_STRING_OPERATORS = {"=", "==", "!="}
+
+
 def _check_test(args: list[str]) -> None:
     # bash evaluates the subscript of a name given to -v or -R (running any $(...) in
     # it), and evaluates integer operands arithmetically inside [[ ]]; keep test and [
     # far from both.
+    if _VARIABLE in args:
+        _check_test_with_variables(args)
     for k, arg in enumerate(args):
         if arg in ("-v", "-R"):
             _deny(f"test operator '{arg}' evaluates a variable name, which can run commands")
@@ -620,12 +713,38 @@ def _check_test(args: list[str]) -> None:
                     _deny(f"test operator '{arg}' needs literal integers, not {side!r}")
 
 
+def _check_test_with_variables(args: list[str]) -> None:
+    """A variable's value may be anything, an operator included, so it is allowed only
+    where the number of words fixes how test reads it: ``[ "$V" ]``, ``[ -n "$V" ]`` (and
+    the other unary tests above), ``[ "$V" = word ]``."""
+    words = args[:-1] if args[-1:] == ["]"] else args
+    shapes = (
+        len(words) == 1,
+        len(words) == 2 and words[0] in _TEST_UNARY and words[1] == _VARIABLE,
+        len(words) == 3
+        and words[1] in _TEST_STRING_OPERATORS
+        and all(w == _VARIABLE or not w.startswith(("-", "(", "!")) for w in (words[0], words[2])),
+    )
+    if not any(shapes):
+        _deny(
+            'test with a variable operand is allowed only as [ "$V" ], [ -n "$V" ] or '
+            '[ "$V" = word ]'
+        )
+
+
 # fmt: off
 _GIT_GLOBAL_FLAGS = {
     "--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs", "--no-replace-objects",
 }
 _GIT_SUBCOMMANDS = {
     "status", "log", "diff", "show", "branch", "rev-parse", "ls-files", "blame", "grep",
+    "rev-list", "cat-file", "ls-tree", "describe", "tag", "remote", "stash", "reflog",
+}
+# cat-file runs the repository's textconv and filter programs with these
+_GIT_CAT_FILE_PROGRAMS = ("textconv", "filters")
+_GIT_TAG_LISTING = {
+    "list", "sort", "contains", "no-contains", "merged", "no-merged", "points-at", "format",
+    "ignore-case", "column", "no-column", "color", "no-color",
 }
 _GIT_BRANCH_LISTING = {
     "--list", "--all", "--remotes", "--verbose", "--show-current", "--color", "--no-color",
@@ -651,6 +770,7 @@ def _check_git(args: list[str]) -> None:
     sub, rest = args[i], args[i + 1 :]
     if sub not in _GIT_SUBCOMMANDS:
         _deny(f"git subcommand '{sub}' is not read-only")
+    _check_git_listing(sub, rest)
     for arg in rest:
         if sub == "branch":
             if arg not in _GIT_BRANCH_LISTING and not re.fullmatch(r"-[arvl]+", arg):
@@ -667,6 +787,48 @@ def _check_git(args: list[str]) -> None:
                 _deny(f"git option {_flag(flags[0], arg)} is not allowed")
             if sub == "grep" and "O" in flags:
                 _deny(f"git grep option {_flag('O', arg)} runs a program")
+
+
+def _check_git_listing(sub: str, rest: list[str]) -> None:
+    """The subcommands that list or change, depending on their arguments: only listing."""
+    operands = _operands(rest)
+    if sub == "tag":
+        if (why := _git_tag_writes(rest)) is not None:
+            _writes(f"git tag {why}")
+        for arg in rest:
+            name = _long_name(arg)
+            if name is not None and not any(_abbreviates(name, full) for full in _GIT_TAG_LISTING):
+                _deny(f"git tag option '{arg}' is not a listing option")
+            if name is None and arg.startswith("-") and not re.fullmatch(r"-[li]+|-n[0-9]*", arg):
+                _deny(f"git tag option '{arg}' is not a listing option")
+    elif sub == "remote":
+        if not (
+            all(arg in ("-v", "--verbose") for arg in rest)
+            or (
+                operands[:1] == ["get-url"]
+                and all(a in ("--push", "--all") for a in rest[1:] if a.startswith("-"))
+            )
+        ):
+            _deny("git remote may only list (git remote -v) or show a URL (get-url)")
+    elif sub == "stash":
+        if operands[:1] not in (["list"], ["show"]):
+            _deny("git stash may only list or show (git stash list, git stash show)")
+    elif sub == "reflog":
+        if operands[:1] in (["expire"], ["delete"]):
+            _writes(f"git reflog '{operands[0]}' {_GIT_CHANGES}")
+    elif sub == "describe":
+        for arg in rest:
+            name = _long_name(arg)
+            if name is not None and any(_abbreviates(name, f) for f in ("dirty", "broken")):
+                # refreshes and writes the index to tell a dirty tree
+                _deny(f"git describe option '{arg}' rewrites the index")
+    elif sub == "cat-file":
+        for arg in rest:
+            name = _long_name(arg)
+            if name is not None and any(
+                _abbreviates(name, full) for full in _GIT_CAT_FILE_PROGRAMS
+            ):
+                _deny(f"git cat-file option '{arg}' runs the repository's textconv or filters")
 
 
 _ARG_CHECKERS: dict[str, Callable[[list[str]], None]] = {
@@ -687,14 +849,32 @@ _ARG_CHECKERS: dict[str, Callable[[list[str]], None]] = {
 
 # fmt: off
 READ_ONLY_PROGRAMS: frozenset[str] = frozenset({
-    "basename", "cat", "cmp", "column", "cut", "df", "diff", "dirname", "du", "echo",
-    "egrep", "false", "fgrep", "grep", "head", "jq", "ls", "md5sum", "nl", "printenv",
-    "printf", "pwd", "readlink", "realpath", "seq", "sha256sum", "stat", "tail", "tr",
-    "true", "uname", "wc", "which", "whoami",
+    "base64", "basename", "cat", "cmp", "column", "cut", "df", "diff", "dirname", "du",
+    "echo", "egrep", "false", "fgrep", "grep", "head", "jq", "ls", "md5sum", "nl", "od",
+    "printenv", "printf", "pwd", "readlink", "realpath", "seq", "sha256sum", "stat",
+    "tac", "tail", "tr", "true", "uname", "wc", "which", "whoami",
     *_ARG_CHECKERS,  # [ cd date env file find git rg sed sort test tree uniq
 })
 # fmt: on
 """Programs the shell tool may run while planning (some only with checked arguments)."""
+
+
+def _prove_program_argv(argv: list[str], where: str) -> None:
+    """Prove a program run without a shell (``find -exec``) read-only, as the parser
+    proves a simple command with literal arguments."""
+    name = argv[0]
+    directory, slash, base = name.rpartition("/")
+    if slash and directory not in _SYSTEM_BIN_DIRS:
+        _deny(f"{where} runs '{name}', which is not a program from a system directory")
+    if base not in READ_ONLY_PROGRAMS or base == "cd":
+        why = _WHY_REFUSED.get(base, "is not on the read-only list")
+        _deny(f"{where} runs '{base}', which {why}")
+    if base == "printf" and len(argv) > 1 and argv[1].startswith("-") and argv[1] != "--":
+        _deny(f"{where}: printf option {argv[1]!r} is not allowed")
+    checker = _ARG_CHECKERS.get(base)
+    if checker is not None:
+        checker(argv[1:])
+
 
 _RUNS_PROGRAMS = "runs other programs"
 _INTERPRETER = "is an interpreter that can write files and run programs"
@@ -738,6 +918,7 @@ _WHY_REFUSED = {
 
 _LIST_OPERATORS = {";", "&&", "||", "\n"}
 _OUTPUT_REDIRECTIONS = {">", ">>", ">|", "&>", "&>>", ">&"}
+_QUOTED_VARIABLE = re.compile(r'"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})"')
 _SIMPLE_PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
 _TILDE = re.compile(r"~[A-Za-z0-9_.-]*|~[+-]")
 _PLAIN_PROGRAM = re.compile(r"[A-Za-z0-9_.+-]+|\[")
@@ -837,22 +1018,30 @@ class _Checker:
             # First prove bashlex's reading of each argument is what bash will pass, then
             # check those values, then refuse words that bash could still expand into
             # other arguments (braces, globs that may match option-like file names).
+            values: list[str] = []
             for word in words[1:]:
+                if program in ("test", "[") and _QUOTED_VARIABLE.fullmatch(self.text(word)):
+                    values.append(_VARIABLE)  # one word whatever its value: "$HOME"
+                    continue
                 self.literal_argument(program, word)
-            checker([word.word for word in words[1:]])
-            for word in words[1:]:
-                self.unexpandable_argument(program, word)
+                values.append(word.word)
+            checker(values)
+            for word, value in zip(words[1:], values, strict=True):
+                if value != _VARIABLE:
+                    self.unexpandable_argument(program, word)
 
     def expansions(self, word: Any) -> None:
         """Refuse substitutions and non-trivial expansions anywhere in a word."""
         raw = self.text(word)
-        if "$'" in raw or '$"' in raw:
+        if _ansi_c_or_locale_quoted(raw):
             _deny(f"ANSI-C or locale quoting in {raw!r} is not allowed")
         for part in word.parts:
             if part.kind == "commandsubstitution":
                 _deny(f"command substitution {self.text(part)!r} is not allowed")
             elif part.kind == "processsubstitution":
                 _deny(f"process substitution {self.text(part)!r} is not allowed")
+            elif part.kind == "parameter" and self.text(part) == "$":
+                continue  # a lone `$` before a closing quote is literal text ("def$")
             elif part.kind == "parameter":
                 value = getattr(part, "value", None)
                 if value is None or not _SIMPLE_PARAMETER.fullmatch(value):
@@ -934,7 +1123,7 @@ class _Checker:
     def literal_argument(self, program: str, word: Any) -> None:
         """Refuse an argument whose value bash could make differ from bashlex's reading."""
         raw = self.text(word)
-        if any(part.kind != "tilde" for part in word.parts):
+        if any(part.kind != "tilde" and self.text(part) != "$" for part in word.parts):
             _deny(f"expansion in argument {raw!r} to '{program}' is not allowed")
         chars = _unquote(raw)
         if chars is None or "".join(c for c, _ in chars) != word.word:
@@ -944,6 +1133,8 @@ class _Checker:
         """Refuse a (literal) argument that brace or glob expansion could turn into options."""
         raw = self.text(word)
         chars = _unquote(raw) or []
+        if raw == "{}":
+            return  # bash leaves an empty pair of braces as it is (find's file name)
         if any(c == "{" and not quoted for c, quoted in chars):
             _deny(f"unquoted brace in argument {raw!r} to '{program}' may expand; quote it")
         glob_at = next((k for k, (c, q) in enumerate(chars) if c in "*?[" and not q), None)
@@ -1198,7 +1389,7 @@ def _git_writes(args: list[str]) -> _Write | None:
     sub, rest = found
     if sub in _GIT_WRITING:
         return _Write(f"git subcommand '{sub}' {_GIT_CHANGES}")
-    if sub in _GIT_NETWORK:
+    if sub in _GIT_NETWORK and not (sub == "ls-remote" and _local_repository(rest)):
         return _Write(f"git subcommand '{sub}' {_NETWORK}")
     for arg in rest:
         if arg == "--":
@@ -1208,6 +1399,16 @@ def _git_writes(args: list[str]) -> _Write | None:
     check = _GIT_CHECKS.get(sub)
     why = check(rest) if check is not None else _git_action_writes(sub, rest)
     return None if why is None else _Write(f"git {sub} {why}")
+
+
+def _local_repository(rest: list[str]) -> bool:
+    """``git ls-remote .`` and other repositories named by a path: no network (without
+    an operand git asks the default remote, which is)."""
+    operands = _operands(rest, "", frozenset({"upload-pack", "sort", "server-option"}))
+    if not operands:
+        return False
+    target = operands[0]
+    return ":" not in target and (target in (".", "..") or target.startswith(("./", "../", "/")))
 
 
 def _git_action_writes(sub: str, rest: list[str]) -> str | None:

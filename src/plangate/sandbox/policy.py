@@ -179,7 +179,7 @@ GIT_HARDENING: dict[str, str] = {
     "GIT_EDITOR": "true",
     # Settings given this way rank as command-line configuration, above the
     # repository's: a committed config cannot turn these programs back on.
-    "GIT_CONFIG_COUNT": "8",
+    "GIT_CONFIG_COUNT": "9",
     "GIT_CONFIG_KEY_0": "core.fsmonitor",
     "GIT_CONFIG_VALUE_0": "false",
     "GIT_CONFIG_KEY_1": "core.hooksPath",
@@ -196,6 +196,10 @@ GIT_HARDENING: dict[str, str] = {
     "GIT_CONFIG_VALUE_6": "false",
     "GIT_CONFIG_KEY_7": "credential.helper",
     "GIT_CONFIG_VALUE_7": "",
+    # GIT_PROTOCOL_FROM_USER=0 above also stops local repositories (`git ls-remote .`):
+    # the file transport reads what the command could read anyway.
+    "GIT_CONFIG_KEY_8": "protocol.file.allow",
+    "GIT_CONFIG_VALUE_8": "always",
 }
 
 
