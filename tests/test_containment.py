@@ -226,6 +226,7 @@ async def test_after_approval_only_the_workspace_is_writable(
     tmp_path: Path, outside: Path, listener: tuple[int, list[str]], sandbox: None
 ) -> None:
     port, seen = listener
+    left_behind = f"/tmp/left-behind-{uuid.uuid4().hex[:8]}"  # this test's own name
     workspace = copy_sample_workspace(tmp_path / "ws")
     model = ScriptedLlm()
     harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{tmp_path / 'p.db'}")
@@ -237,7 +238,7 @@ async def test_after_approval_only_the_workspace_is_writable(
             "echo inside > made.txt && cat made.txt",
             f"echo x > {outside}/pwned.txt",
             f"echo x >> {outside}/canary.txt",
-            "touch /tmp/left-behind && ls /tmp",
+            f"touch {left_behind} && ls /tmp",
             f"echo hi > /dev/tcp/127.0.0.1/{port}",
         ],
     )
@@ -247,7 +248,7 @@ async def test_after_approval_only_the_workspace_is_writable(
     assert results[2]["exit_code"] != 0
     assert snapshot(outside) == {"canary.txt": hashlib.sha256(b"canary\n").hexdigest()}
     assert results[3]["exit_code"] == 0
-    assert not Path("/tmp/left-behind").exists()
+    assert not Path(left_behind).exists()
     assert results[4]["exit_code"] != 0 and seen == []
 
 
@@ -344,6 +345,17 @@ async def test_the_database_in_the_workspace_is_hidden_from_commands_and_file_to
     assert database.read_bytes().startswith(b"SQLite format 3")
 
 
+def _named(root: Path, name: str) -> list[str]:
+    """Paths called ``name`` under ``root``. Unlike Path.rglob, a folder that other tests
+    remove during the walk (their commands' temp folders) is passed over, not an error."""
+    return [
+        os.path.join(folder, n)
+        for folder, dirs, files in os.walk(root, onerror=lambda _: None)
+        for n in dirs + files
+        if n == name
+    ]
+
+
 async def test_a_timeout_leaves_no_process_and_no_temp_file(
     tmp_path: Path, sandbox_mode: str
 ) -> None:
@@ -360,7 +372,7 @@ async def test_a_timeout_leaves_no_process_and_no_temp_file(
     assert result["error"].startswith("TIMEOUT")
     survivors = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert survivors.stdout == ""
-    leftovers = [p for p in Path("/tmp").rglob(marker)] if sandbox_mode == "sandbox" else []
+    leftovers = _named(Path("/tmp"), marker) if sandbox_mode == "sandbox" else []
     assert leftovers == []
     assert not list(Path("/tmp").glob("plangate-cmd-*/" + marker))
 

@@ -39,6 +39,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -382,11 +383,14 @@ def _results_by_id(events: list[Event]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _substitute(template: str, canary: Path, listeners: Listeners, sock: str) -> str:
+def _substitute(
+    template: str, canary: Path, listeners: Listeners, sock: str, persisted: str
+) -> str:
     return (
         template.replace("{CANARY}", str(canary))
         .replace("{PORT}", str(listeners.port))
         .replace("{SOCK}", sock)
+        .replace(PERSISTED, persisted)
     )
 
 
@@ -397,13 +401,18 @@ def asserted(attacks: list[Attack], mode: str) -> list[Attack]:
 
 
 async def run_corpus(
-    attacks: list[Attack], workspace: Path, db: Path, canary: Path, listeners: Listeners
+    attacks: list[Attack],
+    workspace: Path,
+    db: Path,
+    canary: Path,
+    listeners: Listeners,
+    persisted: str,
 ) -> list[Outcome]:
     model = ScriptedLlm()
     harness = Harness(build_coding_agent(workspace, model), f"sqlite:///{db}")
     await harness.start({"agent_mode": "plan"})
     sock = listeners.unix.getsockname()
-    commands = [_substitute(a.template, canary, listeners, sock) for a in attacks]
+    commands = [_substitute(a.template, canary, listeners, sock, persisted) for a in attacks]
     ids = [f"attack-{a.line}" for a in attacks]
     main = [i for i, a in enumerate(attacks) if not a.probe]
     probes = [i for i, a in enumerate(attacks) if a.probe]
@@ -436,7 +445,11 @@ async def test_no_attack_changes_anything_while_planning(
     before_markers, hostname = markers(roots), socket.gethostname()
 
     attacks = asserted(load_corpus(), sandbox_mode)
-    outcomes = await run_corpus(attacks, workspace, tmp_path / "p.db", canary, listeners)
+    # This run's own word for what an attack persists: a /tmp/pwned-persist left on the
+    # machine by anything else (another run, another program) holds a different one,
+    # so a probe that reads it does not count against this run.
+    persisted = f"{PERSISTED}{uuid.uuid4().hex[:8].upper()}"
+    outcomes = await run_corpus(attacks, workspace, tmp_path / "p.db", canary, listeners, persisted)
     await asyncio.sleep(BACKGROUND_GRACE_S)  # let a surviving background job act
 
     problems: list[str] = []
@@ -447,7 +460,7 @@ async def test_no_attack_changes_anything_while_planning(
     if socket.gethostname() != hostname:
         problems.append(f"host name changed to {socket.gethostname()!r}")
     for o in outcomes:
-        if o.attack.probe and PERSISTED in str(o.result.get("stdout", "")):
+        if o.attack.probe and persisted in str(o.result.get("stdout", "")):
             problems.append(f"line {o.attack.line}: an earlier call persisted {o.result}")
     for o in outcomes:
         if o.verdict is ShellKind.READ_ONLY and not o.ran:

@@ -69,13 +69,16 @@ def test_export_filters_a_real_demo_runs_journal(
         (["--since", "yesterday"], "not a time: 'yesterday'"),
         (["--until", "2026-13-01"], "not a time"),
         (["--since", "2026-07-02", "--until", "2026-07-01"], "--since must be earlier"),
-        (["--output", "/nonexistent/dir/x.jsonl"], "cannot write /nonexistent/dir/x.jsonl"),
+        # {tmp}: this test's own folder, whose "missing" folder surely does not exist.
+        (["--output", "{tmp}/missing/x.jsonl"], "cannot write {tmp}/missing/x.jsonl"),
     ],
 )
 def test_bad_filters_are_clear_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
     url = f"sqlite:///{tmp_path / 'p.db'}"
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    message = message.replace("{tmp}", str(tmp_path))
     with pytest.raises(SystemExit) as exited:
         main(["journal", "export", "--database-url", url, *args])
     assert exited.value.code == 2
