@@ -145,7 +145,8 @@ async def _bash(
             await asyncio.to_thread(binds.tidy)
         # Whatever the command did to what makes the user's git run programs goes back,
         # before anything else can run git in the workspace.
-        reverted = await asyncio.to_thread(git_guard.restore, git_before)
+        # Shielded: a run stopped meanwhile must not leave a change half put back.
+        reverted = await asyncio.shield(asyncio.to_thread(git_guard.restore, git_before))
     return _reported(_result(finished, max_chars, profile), reverted)
 
 

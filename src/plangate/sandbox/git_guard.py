@@ -85,7 +85,7 @@ _read_cache: dict[str, tuple[tuple[int, ...], _State]] = {}
 not touched since the last look is not read again. Any write changes its ctime."""
 
 
-def _state_of(path: Path, *, identity: bool = False) -> _State | None:
+def _state_of(path: str, *, identity: bool = False) -> _State | None:
     try:
         info = os.lstat(path)
     except OSError:
@@ -101,7 +101,7 @@ def _state_of(path: Path, *, identity: bool = False) -> _State | None:
     signature = (
         info.st_dev, info.st_ino, info.st_size, info.st_mode, info.st_mtime_ns, info.st_ctime_ns
     )  # fmt: skip
-    key = str(path)
+    key = path
     cached = _read_cache.get(key)
     if cached is not None and cached[0] == signature:
         return cached[1] if not identity else _with_identity(cached[1], ident)
@@ -126,13 +126,13 @@ def _with_identity(state: _State, identity: tuple[int, int]) -> _State:
 class _Recorder:
     def __init__(self, surface: GitSurface) -> None:
         self.surface = surface
-        self.root = surface.workspace
+        self.root = f"{surface.workspace}/"  # strings: pathlib costs more than lstat
 
     def add(self, rel: str, *, identity: bool = False) -> _State | None:
         if len(self.surface.states) >= _MAX_ENTRIES:
             self.surface.cut = True
             return None
-        state = _state_of(self.root / rel, identity=identity)
+        state = _state_of(self.root + rel, identity=identity)
         if state is not None:
             self.surface.states[rel] = state
         return state
@@ -140,7 +140,7 @@ class _Recorder:
     def tree(self, rel: str, depth: int) -> None:
         """Everything under the folder ``rel``; repositories in it as git folders."""
         with contextlib.suppress(OSError):
-            names = sorted(os.listdir(self.root / rel))
+            names = sorted(os.listdir(self.root + rel))
             if depth > 0 and ("HEAD" in names or "config" in names or "commondir" in names):
                 self.git_dir(rel, depth)
                 return
