@@ -13,19 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 
+from plangate.adk.boundary import install_boundary
 from plangate.adk.setup import plan_runtime
+from plangate.store.fence import Fence, current_fence, fence_writes, unfenced
 from plangate.store.lease_keeper import LeaseKeeper
 from plangate.store.leases import Lease, LeaseHeld, RunLeases
 from plangate.store.recovery import interrupt_runs, stale_runs, sweep_lease
 from plangate.store.shared import shared_store
 
 __all__ = ["INTERRUPTED_REASON", "Lease", "LeaseHeld", "ThreadRuns"]
+
+logger = logging.getLogger(__name__)
 
 INTERRUPTED_REASON = (
     "the server running it stopped before the run ended; send a message to continue"
@@ -39,6 +45,11 @@ class ThreadRuns:
         self._ttl = ttl
         self._leases: RunLeases | None = None
         self._keeper: LeaseKeeper | None = None
+        self._fences: dict[tuple[str, str], Fence] = {}
+        agent = runner.agent
+        if isinstance(agent, LlmAgent):
+            # First of all checks: a run that lost its thread calls no tool at all.
+            install_boundary(agent).add(self._check_fence, order=-1000)
 
     async def leases(self) -> RunLeases:
         if self._leases is None:
@@ -63,13 +74,21 @@ class ThreadRuns:
 
     async def keep(self, lease: Lease, on_lost: Callable[[], None]) -> None:
         """Renew ``lease`` (from the keeper's thread) until ``finish``; ``on_lost`` runs
-        on this event loop if another process took the thread over."""
+        on this event loop if another process took the thread over.
+
+        From here on every write of the calling task (and of what it starts) and every
+        tool call it makes is fenced by the lease: refused with ``RUN_LEASE_LOST`` once
+        another holder took the thread, even before the heartbeat noticed."""
         leases = await self.leases()
         if self._keeper is None:
             self._keeper = LeaseKeeper(leases.store.url, leases.ttl)
         loop = asyncio.get_running_loop()
+        fence = Fence(lease.thread_key, lease.holder, lease.run_id)
+        self._fences[(lease.thread_key, lease.run_id)] = fence
+        fence_writes(fence)
 
         def lost() -> None:
+            fence.lost = True  # no write from now on, whichever comes first
             loop.call_soon_threadsafe(on_lost)
 
         self._keeper.hold(lease, lost)
@@ -93,9 +112,35 @@ class ThreadRuns:
             await self.finish(lease)
 
     async def finish(self, lease: Lease) -> None:
+        fence = self._fences.pop((lease.thread_key, lease.run_id), None)
+        if current_fence() is fence:
+            fence_writes(None)  # the release below is not the run's write
         if self._keeper is not None:
             self._keeper.drop(lease)
+        if fence is not None and fence.lost:
+            # The thread is another holder's now: nothing of ours to release.
+            logger.error(
+                "stopped run %s on thread %s: another server took the thread over while "
+                "this one stalled; nothing more was written for it",
+                lease.run_id,
+                lease.thread_key,
+            )
+            return
         await (await self.leases()).release(lease)
+
+    async def _check_fence(
+        self, tool: Any, args: dict[str, Any], tool_context: Any
+    ) -> dict[str, Any] | None:
+        """Before each tool call of a run holding a lease: stop the run (``LeaseLost``)
+        if another holder took the thread meanwhile -- the tool must not run twice."""
+        await self.check_lease()
+        return None
+
+    async def check_lease(self) -> None:
+        """Raise ``LeaseLost`` if the calling run holds a lease another holder took."""
+        fence = current_fence()
+        if fence is not None:
+            await (await self.leases()).check_fence(fence)
 
     def close(self) -> None:
         if self._keeper is not None:
@@ -117,12 +162,16 @@ class ThreadRuns:
                 # process cannot tell the two apart; this one can, and claiming the lease
                 # would stop its own live run.
                 continue
-            marked += await sweep_lease(
-                leases.store, seen, actor="plangate", reason=INTERRUPTED_REASON
-            )
+            with unfenced():
+                marked += await sweep_lease(
+                    leases.store, seen, actor="plangate", reason=INTERRUPTED_REASON
+                )
         return marked
 
     async def _interrupt(self, session_key: str, *, ignore_leases: bool = False) -> list[str]:
         leases = await self.leases()
         runs = await stale_runs(leases.store, session_key=session_key, ignore_leases=ignore_leases)
-        return await interrupt_runs(leases.store, runs, actor="plangate", reason=INTERRUPTED_REASON)
+        with unfenced():
+            return await interrupt_runs(
+                leases.store, runs, actor="plangate", reason=INTERRUPTED_REASON
+            )

@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from plangate.errors import ErrorCode
+from plangate.store.fence import Fence, refuse, unfenced
 from plangate.store.schema import run_leases
 from plangate.store.sql import Sql, changed, fetch_one
 from plangate.store.store import Store, Transaction
@@ -57,6 +58,10 @@ _TAKE_OVER = Sql(
     "UPDATE plangate_run_leases SET run_id = :run_id, holder = :holder, "
     "acquired_at = :acquired_at, expires_at = :expires_at "
     "WHERE thread_key = :thread_key AND holder = :seen_holder AND expires_at = :seen_expires_at"
+)
+_FENCED = Sql(
+    "SELECT 1 FROM plangate_run_leases "
+    "WHERE thread_key = :thread_key AND holder = :holder AND run_id = :run_id"
 )
 _RELEASE = Sql(
     "DELETE FROM plangate_run_leases "
@@ -149,22 +154,24 @@ class RunLeases:
                 raise LeaseHeld(old)
             return lease, old
 
-        return await transact(self.store, take)
+        with unfenced():
+            return await transact(self.store, take)
 
     async def renew(self, lease: Lease) -> Lease | None:
         """Extend a lease this holder still has; ``None`` if it was lost (taken over
         after it expired) -- the run must stop, another process owns the thread now."""
         expires_at = time.time() + self.ttl
-        async with self.store.transaction() as tx:
-            result = await tx.connection.execute(
-                update(run_leases)
-                .where(
-                    run_leases.c.thread_key == lease.thread_key,
-                    run_leases.c.holder == lease.holder,
-                    run_leases.c.run_id == lease.run_id,
+        with unfenced():
+            async with self.store.transaction() as tx:
+                result = await tx.connection.execute(
+                    update(run_leases)
+                    .where(
+                        run_leases.c.thread_key == lease.thread_key,
+                        run_leases.c.holder == lease.holder,
+                        run_leases.c.run_id == lease.run_id,
+                    )
+                    .values(expires_at=expires_at)
                 )
-                .values(expires_at=expires_at)
-            )
         if result.rowcount != 1:
             return None
         return Lease(lease.thread_key, lease.run_id, lease.holder, expires_at)
@@ -180,7 +187,27 @@ class RunLeases:
         async def drop(tx: Transaction) -> None:
             await changed(tx.connection, _RELEASE, held)
 
-        await transact(self.store, drop)
+        with unfenced():
+            await transact(self.store, drop)
+
+    async def check_fence(self, fence: Fence) -> None:
+        """Raise ``LeaseLost`` unless ``fence`` is still its thread's lease (a read: for
+        what is not a write, such as a tool call about to run)."""
+        if not fence.lost:
+            row = await self.store.read(
+                lambda conn: fetch_one(
+                    conn,
+                    _FENCED,
+                    {
+                        "thread_key": fence.thread_key,
+                        "holder": fence.holder,
+                        "run_id": fence.run_id,
+                    },
+                )
+            )
+            if row is not None:
+                return
+        raise refuse(fence)
 
     async def holder_of(self, thread_key: str) -> Lease | None:
         """The live lease of a thread, if any."""

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from plangate.journal.events import JournalEvent
 from plangate.store.errors import database_error
+from plangate.store.fence import check_asyncpg, current_fence
 from plangate.store.storable import clean_text
 from plangate.store.store import Conflict, Document
 from plangate.store.writes import journal_row
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from plangate.store.writes import Put
 
 __all__ = ["PostgresDocuments"]
+
+T = TypeVar("T")
 
 _POOL_SIZE = 4
 """Connections of the fast path, beside the engine's own pool: a few, since every server
@@ -112,12 +115,38 @@ class PostgresDocuments:
                     )
         return self._pool.acquire()
 
+    async def _on_connection(self, work: Callable[[Any], Awaitable[T]], *, read: bool = False) -> T:
+        """``work(connection)`` on a pooled connection; any failure but a ``Conflict`` as a
+        ``DatabaseError``.
+
+        A connection the server ended while it sat in the pool (a restart, a failover,
+        ``pg_terminate_backend``) is dropped and ``work`` tried again on another: always
+        when asyncpg refused to send anything on it (nothing reached the server), and
+        for a read also when it broke mid-way. A write that broke mid-way is not tried
+        again: it may have committed."""
+        for attempt in range(_POOL_SIZE + 2):
+            try:
+                async with await self._acquire() as conn:
+                    try:
+                        return await work(conn)
+                    except Exception as exc:
+                        if _lost(exc):
+                            conn.terminate()  # the pool opens a new one in its place
+                        raise
+            except Conflict:
+                raise
+            except Exception as exc:
+                retry = _unsent(exc) or (read and _lost(exc))
+                if retry and attempt < _POOL_SIZE + 1:
+                    continue
+                raise database_error(exc, self._where) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def get(self, kind: str, key: str) -> Document | None:
-        try:
-            async with await self._acquire() as conn:
-                row = await conn.fetchrow(_SELECT, kind, key)
-        except Exception as exc:
-            raise database_error(exc, self._where) from None
+        async def work(conn: Any) -> Any:
+            return await conn.fetchrow(_SELECT, kind, key)
+
+        row = await self._on_connection(work, read=True)
         if row is None:
             return None
         return Document.from_row(row[0], row[1])
@@ -126,20 +155,19 @@ class PostgresDocuments:
         """One statement in a transaction of its own (one round trip); its status, such
         as ``"INSERT 0 1"``. Text arguments are cleaned as every engine cleans them."""
         cleaned = [clean_text(a) if isinstance(a, str) else a for a in arguments]
-        try:
-            async with await self._acquire() as conn:
-                return await conn.execute(statement, *cleaned)
-        except Exception as exc:
-            raise database_error(exc, self._where) from None
+
+        async def work(conn: Any) -> str:
+            return await conn.execute(statement, *cleaned)
+
+        return await self._on_connection(work)
 
     async def get_many(self, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Document]:
-        try:
-            async with await self._acquire() as conn:
-                rows = await conn.fetch(
-                    _SELECT_MANY, [kind for kind, _ in wanted], [key for _, key in wanted]
-                )
-        except Exception as exc:
-            raise database_error(exc, self._where) from None
+        async def work(conn: Any) -> Any:
+            return await conn.fetch(
+                _SELECT_MANY, [kind for kind, _ in wanted], [key for _, key in wanted]
+            )
+
+        rows = await self._on_connection(work, read=True)
         return {(row[0], row[1]): Document.from_row(row[2], row[3]) for row in rows}
 
     async def commit(
@@ -149,18 +177,20 @@ class PostgresDocuments:
             (clean_text(p.kind), clean_text(p.key), p.text, p.expected_version) for p in puts
         ]
         rows = [journal_row(scope, event) for scope, event in events]
-        if len(documents) == 1 and documents[0][3] is not None:
+        fence = current_fence()
+        if len(documents) == 1 and documents[0][3] is not None and fence is None:
             return [await self._commit_one(*documents[0], rows)]  # pyright: ignore[reportArgumentType]
-        try:
-            async with await self._acquire() as conn, conn.transaction():
+
+        async def work(conn: Any) -> list[int]:
+            async with conn.transaction():
+                # A run's commit: its lease row, locked until the commit (``fence``).
+                await check_asyncpg(conn, fence)
                 versions = [await _put(conn, *document) for document in documents]
                 if rows:
                     await conn.executemany(_JOURNAL, rows)
-        except Conflict:
-            raise
-        except Exception as exc:
-            raise database_error(exc, self._where) from None
-        return versions
+            return versions
+
+        return await self._on_connection(work)
 
     async def _commit_one(
         self, kind: str, key: str, data: str, expected: int, rows: list[tuple[Any, ...]]
@@ -169,23 +199,40 @@ class PostgresDocuments:
         # One array per journal column (unnest turns them back into rows).
         columns: list[list[Any]] = [[row[i] for row in rows] for i in range(_JOURNAL_WIDTH)]
         statement = _INSERT_AND_JOURNAL if expected == 0 else _UPDATE_AND_JOURNAL
-        try:
-            async with await self._acquire() as conn:
-                version = await conn.fetchval(
-                    statement, expected + 1, data, time.time(), kind, key, expected, *columns
-                )
-                if version is None:
-                    raise Conflict(kind, key, expected, await _version(conn, kind, key))
-        except Conflict:
-            raise
-        except Exception as exc:
-            raise database_error(exc, self._where) from None
-        return version
+
+        async def work(conn: Any) -> int:
+            version = await conn.fetchval(
+                statement, expected + 1, data, time.time(), kind, key, expected, *columns
+            )
+            if version is None:
+                raise Conflict(kind, key, expected, await _version(conn, kind, key))
+            return version
+
+        return await self._on_connection(work)
 
     async def close(self) -> None:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
+
+
+def _unsent(exc: BaseException) -> bool:
+    """asyncpg refused to use a connection the server had ended: nothing was sent."""
+    import asyncpg  # pyright: ignore[reportMissingTypeStubs]
+
+    if isinstance(exc, asyncpg.InternalClientError):
+        # "cannot switch to state ...": the server's goodbye came in, the close not yet.
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+
+
+def _lost(exc: BaseException) -> bool:
+    """The connection is gone (before or during the statement)."""
+    import asyncpg  # pyright: ignore[reportMissingTypeStubs]
+
+    return _unsent(exc) or isinstance(
+        exc, asyncpg.ConnectionDoesNotExistError | ConnectionError | asyncpg.AdminShutdownError
+    )
 
 
 def _connection_class() -> type[Any]:

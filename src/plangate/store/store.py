@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from plangate.errors import ErrorCode
 from plangate.journal.events import JournalEvent
 from plangate.store.errors import DatabaseError, database_error
+from plangate.store.fence import check_connection, current_fence
 from plangate.store.file_guard import guard_sqlite_file
 from plangate.store.schema import (
     MIGRATIONS,
@@ -243,6 +244,10 @@ class Store:
             url,
             connect_args={"timeout": 30 if is_sqlite else 10},
             json_serializer=storable_json,
+            # PostgreSQL: a pooled connection the server ended (a restart, a failover,
+            # pg_terminate_backend) is found dead at checkout and replaced, rather than
+            # failing the next statement; on SQLite there is no server to lose.
+            pool_pre_ping=not is_sqlite,
         )
         keep_text_storable(engine)
         identity = None
@@ -313,6 +318,8 @@ class Store:
     @asynccontextmanager
     async def transaction(self) -> AsyncGenerator[Transaction]:
         async with self.engine.begin() as conn:
+            # A run's writes go through only while its lease is its own (``fence``).
+            await check_connection(conn, current_fence())
             yield Transaction(conn)
 
     async def get(self, kind: str, key: str) -> Document | None:

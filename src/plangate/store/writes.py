@@ -63,6 +63,7 @@ from sqlalchemy.pool import StaticPool
 
 from plangate.journal.events import JournalEvent
 from plangate.store.errors import database_error
+from plangate.store.fence import Fence, check_sqlite, current_fence
 from plangate.store.fresh import DOCUMENT_ROW, is_busy
 from plangate.store.schema import journal
 from plangate.store.storable import clean_parameters, clean_text, storable_json
@@ -158,11 +159,14 @@ class _Commit:
     """(kind, key, JSON text, expected version) of each put, cleaned."""
     rows: list[tuple[Any, ...]]
     """Journal rows in ``_JOURNAL_COLUMNS`` order, cleaned."""
+    fence: Fence | None = None
+    """The lease of the run committing, checked inside the transaction."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Run:
     work: Callable[[Transaction], Awaitable[Any]]
+    fence: Fence | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +255,7 @@ class SqliteWriter:
         documents = [
             (clean_text(p.kind), clean_text(p.key), p.text, p.expected_version) for p in puts
         ]
-        return await self._submit(_Commit(documents, rows))
+        return await self._submit(_Commit(documents, rows, current_fence()))
 
     async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
         """``work`` as one transaction in one hop to the commit thread.
@@ -260,7 +264,7 @@ class SqliteWriter:
         interface, so its coroutine never waits on anything and is driven to its end in
         that thread; one that does wait raises ``RuntimeError`` and nothing is applied.
         """
-        return await self._submit(_Run(work))
+        return await self._submit(_Run(work, current_fence()))
 
     async def _submit(self, task: _Commit | _Run) -> Any:
         if self._closed:
@@ -307,6 +311,7 @@ class SqliteWriter:
                     written = [(kind, key) for kind, key, _, _ in task.documents]
                 else:
                     assert engine is not None
+                    check_sqlite(conn, task.fence)
                     connection = SyncConnection(conn, engine, after_commit)
                     result = _drive(task.work(SqliteTransaction(connection)))
                     written = None  # not known: every document
@@ -388,7 +393,7 @@ class SqliteWriter:
                 continue
             if isinstance(job.task, _Run):
                 if job.future is not None and not job.future.cancelled():
-                    _settle(job, *_outcome(self._run, job.task.work))
+                    _settle(job, *_outcome(self._run, job.task))
                 continue
             group = [job]
             while len(group) < _MAX_GROUP:
@@ -452,11 +457,11 @@ class SqliteWriter:
     def _apply(self, task: _Commit) -> list[int]:
         return _apply(self._conn, task)
 
-    def _run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+    def _run(self, task: _Run) -> Any:
         self.check_file()
         if self._engine is None:
             self._engine = _sync_engine(self._conn)
-        result = _run_committed(self._engine, self._conn, work)
+        result = _run_committed(self._engine, self._conn, task.work, task.fence)
         self.transactions += 1
         return result
 
@@ -506,16 +511,21 @@ def _committed(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
 
 
 def _run_committed(
-    engine: Engine, conn: sqlite3.Connection, work: Callable[[Transaction], Awaitable[T]]
+    engine: Engine,
+    conn: sqlite3.Connection,
+    work: Callable[[Transaction], Awaitable[T]],
+    fence: Fence | None = None,
 ) -> T:
     """``work`` as one transaction on ``conn`` (``engine``: SQLAlchemy on ``conn``, for
     statements that are not plain SQL). SQLAlchemy's connection, if the work opened one,
     is closed only after ``COMMIT``: closing it rolls back."""
     with ExitStack() as after_commit, _begun(conn):
+        check_sqlite(conn, fence)
         return _drive(work(SqliteTransaction(SyncConnection(conn, engine, after_commit))))
 
 
 def _apply(conn: sqlite3.Connection, task: _Commit) -> list[int]:
+    check_sqlite(conn, task.fence)  # inside the transaction: no takeover in between
     versions = [_put(conn, *document) for document in task.documents]
     rows = task.rows
     if len(rows) == 1:  # the common case: ``execute`` costs less than ``executemany``
