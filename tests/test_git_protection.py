@@ -208,3 +208,30 @@ def test_a_fresh_git_init_is_kept(tmp_path: Path) -> None:
     _git(other, "config", "core.fsmonitor", "/bin/false")
     (line,) = git_guard.restore(before)
     assert "'.git' was made" in line and not (other / ".git").exists()
+
+
+async def test_hooks_in_the_working_tree_are_watched_too(
+    tmp_path: Path, canary: Path, sandbox_mode: str
+) -> None:
+    """A repository whose core.hooksPath is a working-tree folder (husky's `.husky`):
+    a command that plants a hook there is put back before the user's next commit, which
+    runs the canary when the same command runs directly."""
+    plant = f"printf '#!/bin/sh\\n{canary / 'canary.sh'}\\n' > .husky/post-commit && chmod +x .husky/post-commit"
+    for direct in (True, False):
+        ws = git_workspace(tmp_path / str(direct))
+        (ws / ".husky").mkdir()
+        (ws / ".husky" / "pre-commit").write_text("#!/bin/sh\ntrue\n")
+        (ws / ".husky" / "pre-commit").chmod(0o755)
+        assert _git(ws, "config", "core.hooksPath", ".husky").returncode == 0
+        if direct:
+            subprocess.run(["bash", "-c", plant], cwd=ws, check=True)
+        else:
+            harness, model = await _acting_harness(ws, tmp_path / "p.db", "acting")
+            model.add([call("Bash", command=plant)], [text("done")])
+            (result,) = tool_results(await harness.send("go"), "Bash")
+            assert result["code"] == "GIT_CHANGE_REVERTED", result
+            assert result["git_reverted"] == ["'.husky/post-commit' was made: removed"]
+        host_git(ws)
+        assert (canary / "ran").exists() is direct
+        if direct:
+            (canary / "ran").unlink()

@@ -8,7 +8,8 @@ submodule gitlink in the index whose repository has its own config, or a ``.git`
 renamed away and rebuilt. The sandbox keeps most of that read-only (``.git`` is a mount
 point, its program files are bound read-only); what it cannot hold without breaking
 git inside the sandbox (a ``commondir`` or ``config.worktree`` that does not exist yet,
-the index's gitlinks) and everything in parser-only mode is caught here:
+the index's gitlinks, a ``core.hooksPath`` folder in the working tree such as
+``.husky``) and everything in parser-only mode is caught here:
 
 :func:`snapshot` records git's program-running surface before the command (``lstat``
 and the bytes of a handful of small files), :func:`restore` compares it afterwards and
@@ -77,6 +78,9 @@ class GitSurface:
     """Workspace-relative path -> state; a path not in it was absent."""
     gitlinks: frozenset[str] = frozenset()
     """Submodule paths (mode 160000) in the index."""
+    hooks: str | None = None
+    """The workspace folder ``core.hooksPath`` names, when it lies in the workspace
+    (``.husky``): its files are hooks the user's next commit runs."""
     cut: bool = False
 
 
@@ -175,7 +179,31 @@ def snapshot(workspace: Path) -> GitSurface:
     surface.gitlinks = _gitlinks(workspace)
     for path in sorted(surface.gitlinks):
         recorder.dot_git(f"{path}/.git")
+    config = surface.states.get(".git/config")
+    surface.hooks = _hooks_in_workspace(workspace, config.data if config else None)
+    if surface.hooks is not None and recorder.add(surface.hooks) is not None:
+        recorder.tree(surface.hooks, 0)
     return surface
+
+
+_HOOKS_PATH = re.compile(rb"^\s*hookspath\s*=\s*(.*?)\s*$", re.I | re.M)
+
+
+def _hooks_in_workspace(workspace: Path, config: bytes | None) -> str | None:
+    """The workspace-relative folder of ``core.hooksPath`` in ``config``, if inside the
+    workspace and outside ``.git`` (already watched). A setting under another section
+    is read too: a miss would only watch a folder more."""
+    if not config:
+        return None
+    found = _HOOKS_PATH.findall(config)
+    if not found:
+        return None
+    value = os.fsdecode(found[-1]).strip('"')
+    target = Path(os.path.normpath(workspace / value))  # relative: to the work tree
+    if target == workspace or not target.is_relative_to(workspace):
+        return None
+    rel = target.relative_to(workspace).as_posix()
+    return None if rel == ".git" or rel.startswith(".git/") else rel
 
 
 def make_missing_git_dirs(workspace: Path) -> None:
@@ -263,6 +291,8 @@ def restore(before: GitSurface) -> list[str]:
     if dot_git == "moved":
         after = snapshot(root)
     watched = [f"{path}/.git" for path in sorted(before.gitlinks)]
+    if before.hooks is not None:
+        watched.append(before.hooks)
     if dot_git != "adopted" and (".git" in after.states or ".git" not in before.states):
         watched.append(".git")  # (a lost .git is reported above, not rebuilt empty)
     changed = sorted(
