@@ -35,6 +35,9 @@ from plangate.sandbox.seccomp import seccomp_program
 
 __all__ = ["Capture", "Finished", "run_command"]
 
+_cleanups: set[asyncio.Future[None]] = set()
+"""Cgroup removals still running (kept referenced until they end)."""
+
 
 @dataclass
 class Capture:
@@ -96,8 +99,10 @@ async def run_command(
     cgroup = None
     try:
         limits = prlimit_argv(spec.limits, prlimit=status.prlimit) if status.prlimit else []
-        # The process cap that binds root too, where the host offers a cgroup.
-        cgroup = make_pids_cgroup(spec.limits.processes)
+        # RLIMIT_NPROC does not bind uid 0: for root the cap is a cgroup's pids.max,
+        # where the host offers one. (Joining it costs a shell and a cgroup migration
+        # per call, which a non-root uid, bound by RLIMIT_NPROC, does not pay.)
+        cgroup = make_pids_cgroup(spec.limits.processes) if os.geteuid() == 0 else None
         if cgroup is not None:
             limits = [*join_argv(cgroup), *limits]
         if status.available:
@@ -134,7 +139,10 @@ async def run_command(
         for fd in fds:
             os.close(fd)
         if cgroup is not None:
-            await asyncio.to_thread(remove_cgroup, cgroup)
+            # Off the call's path: removing a cgroup waits for the kernel to release it.
+            cleanup = asyncio.ensure_future(asyncio.to_thread(remove_cgroup, cgroup))
+            _cleanups.add(cleanup)
+            cleanup.add_done_callback(_cleanups.discard)
         if private_tmp is not None:
             await asyncio.to_thread(shutil.rmtree, private_tmp, True)
 
