@@ -26,6 +26,7 @@ from plangate.adk.database import prepare_database
 from plangate.adk.runner import build_runner
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
+from plangate.cli.main import main
 from plangate.errors import ErrorCode
 from plangate.models.demo import DemoModel
 from plangate.store.errors import DatabaseError
@@ -241,3 +242,115 @@ async def test_fix_12_1_a_postgres_database_that_goes_away_is_reported(tmp_path:
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+_CASE_NAMES = (
+    "under a file",
+    "in /proc",
+    "not a database",
+    "port not a number",
+    "port out of range",
+)
+
+
+def _bad_database_urls(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """name -> (URL, a word the one line must hold)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a SQLite database " * 20)
+    return {
+        "under a file": (f"sqlite:///{a_file}/plangate.db", "is a file, not a folder"),
+        "in /proc": ("sqlite:////proc/plangate-test.db", "no database can be kept"),
+        "not a database": (f"sqlite:///{garbage}", "not a SQLite database"),
+        "port not a number": ("postgresql://u:p@127.0.0.1:notaport/db", "is not a number"),
+        "port out of range": ("postgresql://u:p@127.0.0.1:99999/db", "out of range"),
+    }
+
+
+# Every case through the two db commands; the surfaces share their start-up path
+# (prepare_or_report), so two cases each show they print the same line.
+_CASES = [
+    *[(("db", "upgrade"), case) for case in _CASE_NAMES],
+    *[(("db", "check"), case) for case in _CASE_NAMES],
+    *[((surface,), case) for surface in SURFACES for case in ("under a file", "port not a number")],
+]
+
+
+@pytest.mark.parametrize(("command", "case"), _CASES)
+def test_a_bad_database_path_or_url_is_one_line_and_exit_2(
+    tmp_path: Path,
+    command: tuple[str, ...],
+    case: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, word = _bad_database_urls(tmp_path)[case]
+    if command == ("db", "check") and case in ("under a file", "in /proc"):
+        word = "no database at"  # check only reads: a file that is not there is missing
+    # In-process (each surface's subprocess start costs seconds): main() returns the exit
+    # code; an exception escaping it would be the traceback a user sees.
+    monkeypatch.chdir(tmp_path)
+    code = main([*command, "--database-url", url])
+    out, err = capsys.readouterr()
+    result = subprocess.CompletedProcess(command, code, out, err)
+    line = assert_one_line_exit_2(result, f"plangate {' '.join(command)}:", word)
+    assert "SELECT" not in line and "Error" not in line, line
+    assert not (tmp_path / ".plangate").exists()  # nothing was created in the folder
+
+
+def test_journal_export_where_no_database_exists_creates_none(tmp_path: Path) -> None:
+    result = plangate(tmp_path, "journal", "export")
+    assert_one_line_exit_2(result, "plangate journal export:", "no database at")
+    assert not (tmp_path / ".plangate").exists()
+
+
+def test_acp_on_a_file_instead_of_a_pipe_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    # stdin is /dev/null (see plangate()): nothing to read, and it cannot be watched.
+    result = plangate(tmp_path, "acp", "--database-url", f"sqlite:///{tmp_path}/p.db")
+    assert_one_line_exit_2(result, "plangate acp:", "not a pipe")
+
+
+async def _tables(url: str, *create: str) -> set[str]:
+    """Create ``create`` (statements) in the database at ``url``; return its tables."""
+    from sqlalchemy import inspect
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from plangate.store.urls import resolve_database_url
+
+    engine = create_async_engine(resolve_database_url(url))
+    try:
+        async with engine.begin() as conn:
+            for statement in create:
+                await conn.execute(text(statement))
+            return set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize("command", [("db", "upgrade"), ("db", "check"), ("serve",)])
+def test_another_applications_database_is_refused_before_anything_is_written(
+    tmp_path: Path,
+    command: tuple[str, ...],
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    planted = asyncio.run(
+        _tables(
+            database_url,
+            "CREATE TABLE invoices (id INTEGER PRIMARY KEY)",
+            "CREATE TABLE customers (id INTEGER PRIMARY KEY)",
+        )
+    )
+    assert planted == {"invoices", "customers"}
+    monkeypatch.chdir(tmp_path)
+    code = main([*command, "--database-url", database_url])
+    out, err = capsys.readouterr()
+    assert_one_line_exit_2(
+        subprocess.CompletedProcess(command, code, out, err),
+        f"plangate {' '.join(command)}:",
+        "another application's tables (customers, invoices)",
+        "database of its own",
+    )
+    assert asyncio.run(_tables(database_url)) == planted  # nothing was written into it

@@ -120,3 +120,29 @@ def test_a_missing_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, out, err = _check(capsys, str(tmp_path / "absent.toml"))
     assert (code, out) == (2, "")
     assert err == f"error {tmp_path / 'absent.toml'}: cannot be read: No such file or directory\n"
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    """``plangate policy check --json | head``: the pipe closes mid-write."""
+    import subprocess
+    import sys
+
+    rules = "".join(
+        f'[[tool]]\nname = "tool_{i}"\neffect = "read"\njustification = "reads"\n\n'
+        for i in range(1500)  # well over a pipe's 64 KiB buffer
+    )
+    (tmp_path / ".plangate").mkdir()
+    (tmp_path / ".plangate" / "policy.toml").write_text(f"version = 1\n\n{rules}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plangate.cli.main", "policy", "check", "--json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == b"{\n"
+    proc.stdout.close()  # what head does after its first line
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141  # 128 + SIGPIPE, like any Unix filter
+    assert stderr == ""

@@ -91,6 +91,7 @@ class ErrorCode(StrEnum):
     AGENT_ERROR = "AGENT_ERROR"  # the agent raised; the run ended
     BAD_INPUT = "BAD_INPUT"  # a request body the server cannot use
     BAD_HOST = "BAD_HOST"  # a Host header the server does not serve
+    SERVER_BUSY = "SERVER_BUSY"  # the server runs as many runs as it admits; retry later
     CROSS_ORIGIN = "CROSS_ORIGIN"  # a write from another origin
     UNAUTHORIZED = "UNAUTHORIZED"  # the bearer token is missing or wrong
     NO_THREAD = "NO_THREAD"  # no thread with this id
@@ -105,6 +106,10 @@ class ErrorCode(StrEnum):
     DATABASE_GONE = "DATABASE_GONE"  # the database file was deleted or replaced in use
     DATABASE_SCHEMA_NEWER = "DATABASE_SCHEMA_NEWER"  # written by a newer plangate
     DATABASE_TABLE_MISSING = "DATABASE_TABLE_MISSING"  # a table was dropped
+    DATABASE_CORRUPT = "DATABASE_CORRUPT"  # the file is not a database, or is damaged
+    DATABASE_PATH_UNUSABLE = "DATABASE_PATH_UNUSABLE"  # no database file can be made there
+    DATABASE_FOREIGN = "DATABASE_FOREIGN"  # another application's tables, none of ours
+    DATABASE_DISK_FULL = "DATABASE_DISK_FULL"  # no room left to write the SQLite file
     TEXT_NOT_STORABLE = "TEXT_NOT_STORABLE"  # text the database refuses
     DATABASE_ERROR = "DATABASE_ERROR"  # any other database failure
 

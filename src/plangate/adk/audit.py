@@ -12,7 +12,8 @@ __all__ = ["export_journal"]
 
 async def export_journal(database_url: str | None, selection: ExportFilter) -> AsyncIterator[str]:
     """JSON Lines of every journaled fact ``selection`` matches, in sequence order."""
-    store = await Store.open(database_url)
+    # migrate=False: an export reads; it never creates or upgrades tables.
+    store = await Store.open(database_url, migrate=False)
     try:
         for entry in await store.journal():
             if selection.matches(entry.scope, entry.event):

@@ -22,6 +22,7 @@ from plangate.store.errors import (
     database_error,
     is_database_failure,
 )
+from plangate.store.schema import ADK_TABLES
 from plangate.store.startup import startup_lock
 from plangate.store.store import Store
 from plangate.store.urls import redacted, resolve_database_url
@@ -35,8 +36,6 @@ __all__ = [
     "prepare_database",
 ]
 
-ADK_TABLES = ("sessions", "events", "app_states", "user_states", "adk_internal_metadata")
-"""The tables ADK's DatabaseSessionService keeps sessions in."""
 
 
 async def prepare_database(url: str | None = None, *, recreate_missing: bool = False) -> str:

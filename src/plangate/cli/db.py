@@ -64,7 +64,7 @@ async def _check(args: argparse.Namespace) -> int:
     from plangate.adk.database import ADK_TABLES, DatabaseError, prepare_database
     from plangate.store.health import check_database, repair_database
     from plangate.store.schema import SCHEMA_VERSION
-    from plangate.store.store import Store
+    from plangate.store.store import Store, refuse_foreign
     from plangate.store.urls import resolve_database_url, sqlite_path
 
     try:
@@ -82,6 +82,14 @@ async def _check(args: argparse.Namespace) -> int:
         print(f"plangate db check: {exc.line()}", file=sys.stderr)
         return 2
     try:
+        try:
+            # Not plangate's database: "tables missing, run --repair" would have plangate
+            # create its tables among another application's.
+            async with store.engine.connect() as conn:
+                await refuse_foreign(conn, store.name)
+        except DatabaseError as exc:
+            print(f"plangate db check: {exc.line()}", file=sys.stderr)
+            return 2
         report = await check_database(store, extra_tables=ADK_TABLES, idle_seconds=args.idle)
         _print(report, SCHEMA_VERSION)
         if not args.repair or report.healthy:

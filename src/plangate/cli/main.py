@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 
 from plangate.adk.experimental import quiet_experimental_adk_warnings
@@ -54,7 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in _RUNS_AGENTS:
         _configure_telemetry()
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # The reader went away (``plangate journal export | head``): what it wanted was
+        # printed. Point stdout at /dev/null so the interpreter's final flush does not
+        # fail a second time, and end like a program killed by SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 _RUNS_AGENTS = frozenset({"chat", "serve", "acp"})

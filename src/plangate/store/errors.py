@@ -103,6 +103,12 @@ def database_error(exc: BaseException, where: str = "the database") -> DatabaseE
                 f"{where} cannot be opened (its folder is missing or not writable)",
                 "restore the folder or point --database-url at a writable place",
             )
+        if isinstance(item, sqlite3.DatabaseError) and _damaged(str(item)):
+            return DatabaseError(
+                ErrorCode.DATABASE_CORRUPT,
+                f"{where} is not a SQLite database, or is damaged",
+                "restore the file from a backup, or point --database-url elsewhere",
+            )
         if isinstance(item, sqlite3.OperationalError) and "no such table" in str(item):
             return DatabaseError(
                 ErrorCode.DATABASE_TABLE_MISSING,
@@ -133,6 +139,11 @@ def database_error(exc: BaseException, where: str = "the database") -> DatabaseE
         f"{where} failed ({_driver_name(chain)})",
         "retry; if it persists, run plangate db check",
     )
+
+
+def _damaged(message: str) -> bool:
+    """SQLite's two wordings for a file it cannot read as a database."""
+    return "file is not a database" in message or "disk image is malformed" in message
 
 
 def _driver_name(chain: list[BaseException]) -> str:

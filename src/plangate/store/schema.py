@@ -19,6 +19,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 __all__ = [
+    "ADK_TABLES",
     "MIGRATIONS",
     "documents",
     "intent_heads",
@@ -29,6 +30,9 @@ __all__ = [
     "schema_migrations",
     "session_forks",
 ]
+
+ADK_TABLES = ("sessions", "events", "app_states", "user_states", "adk_internal_metadata")
+"""The tables ADK's DatabaseSessionService keeps sessions in, beside plangate's."""
 
 metadata = MetaData()
 

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from plangate.store.errors import database_error
-from plangate.store.urls import ensure_sqlite_folder, redacted, sqlite_path
+from plangate.store.urls import ensure_sqlite_folder, redacted, sqlite_path, unusable_path
 
 __all__ = ["STARTUP_LOCK_KEY", "startup_lock"]
 
@@ -37,7 +37,11 @@ async def startup_lock(url: str) -> AsyncGenerator[None]:
             yield
             return
         ensure_sqlite_folder(url)
-        with open(f"{path}.lock", "a") as handle:
+        try:
+            handle = open(f"{path}.lock", "a")  # noqa: SIM115 -- closed by the with below
+        except OSError as exc:
+            raise unusable_path(path, exc) from None
+        with handle:
             # Blocking is fine off the event loop: the other starter holds it briefly.
             await asyncio.to_thread(fcntl.flock, handle.fileno(), fcntl.LOCK_EX)
             try:

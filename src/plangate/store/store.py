@@ -29,6 +29,7 @@ from plangate.store.errors import DatabaseError, database_error
 from plangate.store.fence import check_connection, current_fence
 from plangate.store.file_guard import guard_sqlite_file
 from plangate.store.schema import (
+    ADK_TABLES,
     MIGRATIONS,
     SCHEMA_VERSION,
     documents,
@@ -413,6 +414,7 @@ class Store:
                     if not self.is_sqlite:
                         # Serialise concurrent first starts of several server processes.
                         await conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
+                    await refuse_foreign(conn, self.name)
                     await conn.run_sync(lambda c: schema_migrations.create(c, checkfirst=True))
                     done = set((await conn.execute(select(schema_migrations.c.version))).scalars())
                     _refuse_newer(done, self.name)
@@ -444,6 +446,22 @@ def _refuse_newer(done: set[int], name: str) -> None:
             f"({SCHEMA_VERSION})",
             "upgrade plangate (pip install -U plangate) or point --database-url elsewhere",
         )
+
+
+async def refuse_foreign(conn: AsyncConnection, name: str) -> None:
+    """Refuse a database that holds another application's tables and none of plangate's
+    or ADK's, before anything is written into it: plangate would otherwise add its tables
+    beside the other application's, and a later repair would touch both."""
+    present = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+    if not present or schema_migrations.name in present or present & set(ADK_TABLES):
+        return
+    shown = sorted(present)
+    listed = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+    raise DatabaseError(
+        ErrorCode.DATABASE_FOREIGN,
+        f"{name} holds another application's tables ({listed}) and none of plangate's",
+        "give plangate a database of its own (createdb plangate, or a new SQLite file)",
+    )
 
 
 async def _require_tables(conn: AsyncConnection, done: set[int], name: str) -> None:

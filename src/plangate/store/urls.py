@@ -11,6 +11,7 @@ __all__ = [
     "redacted",
     "resolve_database_url",
     "sqlite_path",
+    "unusable_path",
 ]
 
 DEFAULT_DATABASE_PATH = Path(".plangate") / "plangate.db"
@@ -39,8 +40,28 @@ def resolve_database_url(url: str | None = None) -> str:
     if base == "sqlite":
         return f"sqlite+aiosqlite://{rest}"
     if base in ("postgresql", "postgres"):
-        return f"postgresql+asyncpg://{rest}"
+        return _checked(f"postgresql+asyncpg://{rest}")
     raise ValueError(f"unsupported database {scheme!r}: use sqlite:// or postgresql://")
+
+
+def _checked(url: str) -> str:
+    """``url`` when SQLAlchemy can parse it; else a ``ValueError`` naming the part that is
+    wrong (its own message is ``int()``'s, about a port it does not name)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except ValueError:
+        port = url.rsplit("@", 1)[-1].split("/", 1)[0].rpartition(":")[2]
+        raise ValueError(
+            f"the database URL's port {port!r} is not a number"
+            f" (expected e.g. postgresql://user@host:5432/plangate)"
+        ) from None
+    except Exception as exc:  # ArgumentError: a URL SQLAlchemy cannot read at all
+        raise ValueError(f"not a database URL: {redacted(url)} ({exc})") from None
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise ValueError(f"the database URL's port {parsed.port} is out of range (1-65535)")
+    return url
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -55,10 +76,35 @@ def sqlite_path(url: str) -> Path | None:
 
 
 def ensure_sqlite_folder(url: str) -> None:
-    """Create the folder of an embedded database file: done once, at start."""
+    """Create the folder of an embedded database file: done once, at start.
+
+    A path no file can be made at (under a regular file, in ``/proc``, on a read-only
+    mount) raises ``DatabaseError`` with ``DATABASE_PATH_UNUSABLE``: the one line every
+    entry point prints, not the ``OSError``'s traceback."""
     path = sqlite_path(url)
-    if path is not None:
+    if path is None:
+        return
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unusable_path(path, exc) from None
+
+
+def unusable_path(path: Path, exc: OSError) -> Exception:
+    """The error for a SQLite path the system will not hold a database at."""
+    from plangate.errors import ErrorCode
+    from plangate.store.errors import DatabaseError
+
+    reason = (exc.strerror or type(exc).__name__).lower()
+    if isinstance(exc, FileExistsError | NotADirectoryError):
+        blocker = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            reason = f"{blocker} is a file, not a folder"
+    return DatabaseError(
+        ErrorCode.DATABASE_PATH_UNUSABLE,
+        f"no database can be kept at {path} ({reason})",
+        "point --database-url at a file in a writable folder",
+    )
 
 
 def redacted(url: str) -> str:
