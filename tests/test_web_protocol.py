@@ -432,6 +432,10 @@ async def test_malformed_input_gets_a_clear_4xx_and_changes_nothing(client: Clie
         (await post("/api/agent", json=run_input(THREAD, resume=[{"interruptId": question["id"], "status": "resolved", "payload": {"answer": ""}}])), 422, "answer"),
         (await post("/api/agent", json=run_input(THREAD, resume=[{"interruptId": question["id"], "status": "maybe"}])), 422, "resume"),
         (await post("/api/agent", json=run_input(THREAD, messages=[{"id": "t", "role": "tool", "toolCallId": question["toolCallId"], "content": "yes"}])), 422, "JSON object"),
+        # 1,000 levels in 2 KB: past the decoder's own stack, and past plangate's limit.
+        (await post("/api/agent", content=b"[" * 1000 + b"]" * 1000, headers=_json), 400, "deeper than 100"),
+        (await post("/api/agent", content=json.dumps(run_input(THREAD, state=_nested(150))).encode(), headers=_json), 400, "deeper than 100"),
+        (await post(f"/api/threads/{THREAD}/mode", content=b'{"mode": ' + b"[" * 1000 + b"]" * 1000 + b"}", headers=_json), 400, "deeper than 100"),
     ]  # fmt: skip
     for response, status, words in cases:
         assert response.status_code == status, response.text
@@ -441,6 +445,13 @@ async def test_malformed_input_gets_a_clear_4xx_and_changes_nothing(client: Clie
 
 
 _json = {"content-type": "application/json"}
+
+
+def _nested(depth: int) -> dict[str, object]:
+    value: dict[str, object] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
 
 
 async def test_body_size_limit(tmp_path: Path) -> None:

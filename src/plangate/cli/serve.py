@@ -42,6 +42,14 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="bearer token for the API; required off loopback (generated and printed when "
         "not given)",
     )
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="runs in progress this server admits; past it a new run gets 503 with "
+        "Retry-After (default 64)",
+    )
     parser.set_defaults(func=run_serve)
     return parser
 
@@ -53,6 +61,11 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         print(f"plangate serve: invalid port {args.port}", file=sys.stderr)
+        return 2
+    if args.max_runs is not None and args.max_runs < 1:
+        print(
+            f"plangate serve: --max-runs must be at least 1, not {args.max_runs}", file=sys.stderr
+        )
         return 2
     try:
         sources = data_sources(args.data)
@@ -72,6 +85,7 @@ def run_serve(args: argparse.Namespace) -> int:
             args.token,
             data_sources=sources,
             allow_network=args.allow_network,
+            **({} if args.max_runs is None else {"max_runs": args.max_runs}),
         )
     except DataError as exc:
         print(f"plangate serve: --data: {exc}", file=sys.stderr)

@@ -66,6 +66,7 @@ from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
 from plangate.errors import ErrorCode
 from plangate.store.leases import new_holder
 from plangate.store.storable import clean_parameters
+from plangate.store.urls import resolve_database_url, sqlite_path
 from plangate.web.agui import (
     BadRunInput,
     StateKeys,
@@ -77,7 +78,16 @@ from plangate.web.agui import (
     sse_frame,
     stopped_event,
 )
-from plangate.web.threads import journal_json, thread_journal, thread_json, thread_list
+from plangate.web.health import HealthProbe
+from plangate.web.threads import (
+    THREAD_LIST_LIMIT,
+    decode_cursor,
+    encode_cursor,
+    journal_json,
+    thread_journal,
+    thread_json,
+    thread_list,
+)
 
 __all__ = ["LOOPBACK_HOSTS", "create_app", "is_loopback", "serve"]
 
@@ -194,6 +204,13 @@ def is_loopback(host: str) -> bool:
 # -- handlers -----------------------------------------------------------------------------
 
 
+DEFAULT_MAX_RUNS = 64
+"""Runs in progress one server admits by default. Each holds a model call, tool calls and a
+database connection; past the machine's capacity every run slows, so the next waits at
+the balancer (or the client's retry) instead."""
+RETRY_AFTER_SECONDS = 2
+
+
 class WebState:
     def __init__(self, runner: Runner, user_id: str, max_body_bytes: int, about: dict) -> None:
         self.runner = runner
@@ -208,6 +225,10 @@ class WebState:
         """Threads with a run in progress across every process on the database (leases)."""
         self.live = ThreadEvents(origin=new_holder())
         """Live events of the threads, to and from every process on the database."""
+        self.max_runs = DEFAULT_MAX_RUNS
+        """Runs in progress this server admits; past it a new one gets 503."""
+        self.health = HealthProbe(lambda: database_health(runner), sqlite_file=_sqlite_file(runner))
+        """``/health``'s one database check at a time, answered within a bound."""
 
     def publish(self, thread_id: str, event_json: str) -> None:
         self.live.publish(self.threads.thread_key(thread_id), event_json)
@@ -228,6 +249,17 @@ class WebState:
             )
 
 
+def _sqlite_file(runner: Runner) -> Path | None:
+    """The SQLite file of the plan store (the one database every surface shares)."""
+    runtime = plan_runtime(runner.agent) if isinstance(runner.agent, LlmAgent) else None
+    if runtime is None:
+        return None
+    try:
+        return sqlite_path(resolve_database_url(runtime.database_url))
+    except ValueError:
+        return None
+
+
 def _web(request: Request) -> WebState:
     return request.app.state.web
 
@@ -242,22 +274,13 @@ async def index(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    """Liveness and the database: 503 with the problem's code when it does not answer
-    (a load balancer stops sending runs here; the page says why)."""
-    try:
-        await database_health(_web(request).runner)
-    except DatabaseError as exc:
-        return JSONResponse(
-            {
-                "ok": False,
-                "database": "unavailable",
-                "code": exc.code.value,
-                "error": exc.line(),
-            },
-            status_code=503,
-            headers={"Cache-Control": "no-store"},
-        )
-    return JSONResponse({"ok": True, "database": "ok"}, headers={"Cache-Control": "no-store"})
+    """Liveness and the database, within 100 ms: 503 with the problem's code when the
+    server cannot take runs (a load balancer stops sending them here; the page says why).
+    See ``plangate.web.health``."""
+    found = await _web(request).health.read()
+    return JSONResponse(
+        found.as_json(), status_code=found.status_code, headers={"Cache-Control": "no-store"}
+    )
 
 
 async def database_failed(request: Request, exc: Exception) -> Response:
@@ -328,6 +351,16 @@ async def agent(request: Request) -> Response:
             ErrorCode.RUN_IN_PROGRESS,
             f"thread {thread_id!r} already has a run in progress; wait for it",
         )
+    if len(web.runs) >= web.max_runs:
+        # Nothing was read or written for this request: the client retries as it is.
+        response = _error(
+            503,
+            ErrorCode.SERVER_BUSY,
+            f"this server runs {len(web.runs)} runs, as many as it admits; "
+            f"retry in {RETRY_AFTER_SECONDS} s",
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     web.runs[thread_id] = None  # reserved before any await: no second run can slip in
     try:
         # Other processes on the same database: the thread's lease decides.
@@ -674,10 +707,39 @@ async def _while_idle(
 
 
 async def threads(request: Request) -> Response:
-    """The threads in the database, newest first: id, last update and the first message."""
+    """The threads in the database, newest first: id, last update and the first message.
+    ``?limit=N`` (1-200, default 50) per page; ``nextCursor`` (null on the last page)
+    goes back as ``?cursor=`` for the next."""
     web = _web(request)
-    data = await thread_list(web.runner, web.user_id, running=set(web.runs))
-    return JSONResponse({"threads": data}, headers={"Cache-Control": "no-store"})
+    query = request.query_params
+    try:
+        limit = int(query.get("limit", THREAD_LIST_LIMIT))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_THREAD_PAGE:
+        return _error(
+            422, ErrorCode.BAD_INPUT, f"'limit' must be a number from 1 to {MAX_THREAD_PAGE}"
+        )
+    after = None
+    if "cursor" in query:
+        try:
+            after = decode_cursor(query["cursor"])
+        except ValueError as exc:
+            return _error(422, ErrorCode.BAD_INPUT, f"'cursor': {exc}")
+    # One more than asked: whether a next page exists, without a second read.
+    data = await thread_list(
+        web.runner, web.user_id, running=set(web.runs), limit=limit + 1, after=after
+    )
+    next_cursor = None
+    if len(data) > limit:
+        data = data[:limit]
+        next_cursor = encode_cursor(data[-1]["updatedAt"], data[-1]["threadId"])
+    return JSONResponse(
+        {"threads": data, "nextCursor": next_cursor}, headers={"Cache-Control": "no-store"}
+    )
+
+
+MAX_THREAD_PAGE = 200
 
 
 KEEP_ALIVE_SECONDS = 15.0
@@ -775,9 +837,37 @@ def _loads(body: bytes) -> Any:
     spell an unpaired surrogate (``"\\ud800"``), which no model, store or response can
     then encode; it becomes U+FFFD, and the request goes on."""
     try:
-        return clean_parameters(json.loads(body))
+        data = json.loads(body)
+    except RecursionError:  # the C decoder's own stack limit, near 1,000 levels
+        raise _too_deep() from None
     except ValueError as exc:
         raise BadRunInput(f"the body is not valid JSON: {exc}", status=400) from None
+    if _deeper_than(data, MAX_JSON_DEPTH):
+        raise _too_deep()
+    return clean_parameters(data)
+
+
+MAX_JSON_DEPTH = 100
+"""Deeper bodies are refused before anything walks them recursively (cleaning, pydantic,
+the stores): AG-UI's messages, state and tool arguments are a few levels deep."""
+
+
+def _too_deep() -> BadRunInput:
+    return BadRunInput(f"the body nests deeper than {MAX_JSON_DEPTH} levels", status=400)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists/objects more than ``limit`` deep (iterative: the
+    check itself must not recurse)."""
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            todo.extend((child, depth + 1) for child in children)  # pyright: ignore[reportUnknownArgumentType,reportUnknownVariableType]
+    return False
 
 
 async def _sweep_forever(web: WebState) -> None:
@@ -802,9 +892,13 @@ def create_app(
     max_body_bytes: int = 1 << 20,
     allowed_hosts: Iterable[str] | None = None,
     about: dict[str, Any] | None = None,
+    max_runs: int = DEFAULT_MAX_RUNS,
 ) -> Starlette:
     """The ASGI app. ``require_token`` needs a ``token``; without one, only requests whose
-    Host is a loopback name are served (``allowed_hosts`` overrides that list)."""
+    Host is a loopback name are served (``allowed_hosts`` overrides that list). Past
+    ``max_runs`` runs in progress a new run gets 503 with ``Retry-After``."""
+    if max_runs < 1:
+        raise ValueError(f"max_runs must be at least 1, not {max_runs}")
     if require_token and not token:
         raise ValueError("require_token=True needs a token")
     if allowed_hosts is None and not require_token:
@@ -824,6 +918,7 @@ def create_app(
         details["stateKeys"] = keys.as_json()
     details.update(about or {})
     web = WebState(runner, user_id, max_body_bytes, details)
+    web.max_runs = max_runs
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -902,6 +997,7 @@ def serve(
     token: str | None,
     data_sources: Sequence[tuple[str, str | Path]] = (),
     allow_network: bool = False,
+    max_runs: int = DEFAULT_MAX_RUNS,
 ) -> None:
     """Build the reference agent (the coding agent with the data tools under protocol
     governance) and serve the page and the AG-UI endpoint until interrupted.
@@ -943,6 +1039,7 @@ def serve(
         require_token=require_token,
         token=token,
         about={"workspace": str(root), "data": [source.name for source in catalog.sources()]},
+        max_runs=max_runs,
     )
     sock = bind(host, port)
     actual_port = sock.getsockname()[1]

@@ -7,6 +7,7 @@ result is ``<event id>:<call id>`` and a human reply to a paused call is
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -221,9 +222,36 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-async def thread_list(runner: Runner, user_id: str, *, running: set[str]) -> list[dict[str, Any]]:
-    """The user's threads in the database, newest first, each with a title, its plan
-    status and whether a run is in progress.
+def encode_cursor(updated_at: float, thread_id: str) -> str:
+    """An opaque cursor: the listing resumes after this thread (newest first)."""
+    raw = json.dumps([updated_at, thread_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    """The position a cursor names; ``ValueError`` for anything ``encode_cursor`` did not
+    produce."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated_at, thread_id = json.loads(raw)
+    except (ValueError, TypeError) as exc:  # binascii.Error and JSONDecodeError are both
+        raise ValueError("not a cursor this server gave") from exc
+    if not isinstance(updated_at, int | float) or not isinstance(thread_id, str):
+        raise ValueError("not a cursor this server gave")
+    return float(updated_at), thread_id
+
+
+async def thread_list(
+    runner: Runner,
+    user_id: str,
+    *,
+    running: set[str],
+    limit: int = THREAD_LIST_LIMIT,
+    after: tuple[float, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The user's threads in the database, newest first (``limit`` of them, after the
+    position ``after``), each with a title, its plan status and whether a run is in
+    progress.
 
     A thread's title is the task it works on (its active intent) when the protocol
     runtime recorded one, else its first message. The intents of the listed page come in
@@ -235,8 +263,11 @@ async def thread_list(runner: Runner, user_id: str, *, running: set[str]) -> lis
     if isinstance(service, FirstUseSessionService):
         service = await service.resolved()
     listed = await service.list_sessions(app_name=runner.app_name, user_id=user_id)
-    newest = sorted(listed.sessions, key=lambda s: s.last_update_time, reverse=True)
-    page = newest[:THREAD_LIST_LIMIT]
+    # Ties in time are ordered by id, so a cursor names one position.
+    newest = sorted(listed.sessions, key=lambda s: (s.last_update_time, s.id), reverse=True)
+    if after is not None:
+        newest = [s for s in newest if (s.last_update_time, s.id) < after]
+    page = newest[:limit]
     intents = await intent_titles(runner, user_id, [s.id for s in page])
     out: list[dict[str, Any]] = []
     for summary in page:
