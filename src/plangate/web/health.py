@@ -9,7 +9,9 @@ shared by every probe that arrives meanwhile, and a probe waits for it only
 - ``ok`` (200): the last check answered;
 - ``degraded`` (200): the last check answered, the one in flight is slow;
   (503) the disk under a SQLite file is full, so the next write will fail;
-- ``unreachable`` (503): the last check failed, or none has answered yet.
+- ``unreachable`` (503): the last check failed.
+
+Until the first check answers (the server starts one at start-up) a probe waits for it.
 
 A check that takes longer than ``check_timeout`` fails as ``DATABASE_UNREACHABLE``.
 """
@@ -82,17 +84,15 @@ class HealthProbe:
     async def read(self) -> Health:
         if self._in_flight is None or self._in_flight.done():
             self._in_flight = asyncio.create_task(self._run_check())
+        # Before any check has answered there is nothing to report but the check itself:
+        # the first probe waits for it (at most check_timeout; the server starts one at
+        # start-up, so a balancer's first probe rarely does).
+        bound = self._answer_within if self._last is not None else None
         # asyncio.wait does not cancel on timeout: the check goes on for the next probe.
-        done, _ = await asyncio.wait({self._in_flight}, timeout=self._answer_within)
+        done, _ = await asyncio.wait({self._in_flight}, timeout=bound)
         if done:
             health = self._in_flight.result()
-        elif self._last is None:
-            health = Health(
-                "unreachable",
-                ErrorCode.DATABASE_UNREACHABLE,
-                "the database has not answered yet",
-            )
-        elif self._last.database == "unreachable":
+        elif self._last is not None and self._last.database == "unreachable":
             health = self._last
         else:
             health = _SLOW

@@ -923,11 +923,14 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         sweeper = asyncio.create_task(_sweep_forever(web), name="plangate-lease-sweep")
+        # The first check starts now, so the first probe finds an answer.
+        first_check = asyncio.create_task(web.health.read(), name="plangate-first-health")
         try:
             await web.live.start((await web.threads.leases()).store.url)
         except Exception:  # the database is away: /health says so; pages poll on reload
             logger.warning("live events from other servers are off", exc_info=True)
         yield
+        first_check.cancel()
         sweeper.cancel()
         await web.live.close()
         web.threads.close()
