@@ -96,9 +96,22 @@ async def saturation(url: str, clients: int, seconds: float, timeout: float) -> 
             while time.perf_counter() < deadline:
                 results.append(await _timed(client, url, timeout))
 
-        await asyncio.gather(*(loop() for _ in range(clients)))
+        async def probe() -> None:
+            # A load balancer's /health beside the load, every 50 ms.
+            while time.perf_counter() < deadline:
+                asked = time.perf_counter()
+                await client.get(f"{url}/health")
+                health.append(time.perf_counter() - asked)
+                await asyncio.sleep(0.05)
+
+        health: list[float] = []
+        await asyncio.gather(probe(), *(loop() for _ in range(clients)))
         elapsed = time.perf_counter() - start
-    return _summary(results, elapsed)
+    return (
+        f"{_summary(results, elapsed)}\n    /health meanwhile: p50 "
+        f"{statistics.median(health) * 1e3:.1f} ms  p99 {percentile(health, 0.99) * 1e3:.1f} ms"
+        f"  ({len(health)} probes)"
+    )
 
 
 async def open_runs(url: str, count: int, timeout: float, spread: float = 0.0) -> str:
