@@ -3,9 +3,10 @@
     python benchmarks/bench_sandbox.py [--calls 40]
 
 One ``Bash`` tool call (the real tool, output capture included) with the bubblewrap
-sandbox against the same call with the sandbox off (``PLANGATE_SANDBOX=off``: the
-environment allowlist, limits and private temp folder still apply), for the planning
-and the acting profile, and a bare ``bash -c`` started by asyncio for reference.
+sandbox and with the Landlock sandbox against the same call with the sandbox off
+(``PLANGATE_SANDBOX=off``: the environment allowlist, limits and private temp folder
+still apply), for the planning and the acting profile, and a bare ``bash -c`` started by
+asyncio for reference. A sandbox that does not work here is left out.
 The machine is shared and noisy: compare the ratios, not the absolute times.
 """
 
@@ -55,11 +56,14 @@ async def main(calls: int) -> None:
     command = "ls -la && wc -l README.md"
     bare = await _median_ms(lambda: _bare(workspace, command), calls)
     rows: list[tuple[str, float]] = [("bare bash -c (asyncio)", bare)]
-    for mode in ("off", "auto"):
+    for mode in ("off", "bubblewrap", "landlock"):
         os.environ["PLANGATE_SANDBOX"] = mode
         sandbox_status.cache_clear()
         status = sandbox_status()
-        label = "sandbox" if status.available else "no sandbox"
+        if mode != "off" and not status.available:
+            print(f"({mode}: {status.detail})")
+            continue
+        label = status.backend if status.available else "no sandbox"
         for profile in (Profile.PLANNING, Profile.ACTING):
             set_authority(Authority(planning=profile is Profile.PLANNING))
             median = await _median_ms(lambda: tool(command=command), calls)

@@ -1,7 +1,7 @@
 """Containment: the operating system holds the plan gate.
 
-Every case drives the real ADK Runner and the real ``Bash`` tool, once with the
-bubblewrap sandbox and once with the parser alone. While planning nothing may change —
+Every case drives the real ADK Runner and the real ``Bash`` tool, under the bubblewrap
+sandbox, under the Landlock sandbox and (where it can hold) with the parser alone. While planning nothing may change —
 not the workspace, not a canary outside it — and no connection may leave; after
 approval only the workspace may change; no secret is visible; a timeout leaves nothing
 behind.
@@ -27,6 +27,7 @@ from harness import Harness, tool_results
 from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.scripted import ScriptedLlm, call, text
+from sandbox_support import cannot_hold, use_sandbox
 
 ATTACKS = [
     # bash evaluates array subscripts: these ran `touch` through a "read-only" builtin
@@ -56,6 +57,29 @@ ATTACKS = [
     "seq 1 200000 | sort -S 64K -T . -n | tail -1",
     "echo x >> inventory/stock.py",
 ]
+
+
+@pytest.fixture(params=["sandbox", "landlock", "parser-only"])
+def sandbox_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each case under bubblewrap, Landlock and the parser alone."""
+    yield from use_sandbox(request.param, monkeypatch)
+
+
+@pytest.fixture(params=["sandbox", "landlock"])
+def sandbox(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Behaviour only a sandbox gives, under each of the two."""
+    yield from use_sandbox(request.param, monkeypatch)
+
+
+NO_PRIVATE_TMP = (
+    "Landlock has no mount namespace: the host's /tmp is refused (not replaced by a "
+    "private one; the command's own temp folder is $TMPDIR) and a refused write reads "
+    "'Permission denied', not 'Read-only file system'"
+)
+NO_ISLANDS = (
+    "Landlock grants cannot be taken back beneath a folder: with the whole workspace "
+    "writable, a database kept in it is readable and writable by commands"
+)
 
 
 @pytest.fixture
@@ -223,8 +247,13 @@ async def test_an_approved_network_amendment_opens_the_network_for_that_command_
 
 
 async def test_after_approval_only_the_workspace_is_writable(
-    tmp_path: Path, outside: Path, listener: tuple[int, list[str]], sandbox: None
+    tmp_path: Path,
+    outside: Path,
+    listener: tuple[int, list[str]],
+    sandbox: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    cannot_hold(request, sandbox, "landlock", NO_PRIVATE_TMP)
     port, seen = listener
     left_behind = f"/tmp/left-behind-{uuid.uuid4().hex[:8]}"  # this test's own name
     workspace = copy_sample_workspace(tmp_path / "ws")
@@ -314,11 +343,12 @@ async def test_the_database_is_hidden_from_commands(
 
 
 async def test_the_database_in_the_workspace_is_hidden_from_commands_and_file_tools(
-    tmp_path: Path, sandbox: None
+    tmp_path: Path, sandbox: str, request: pytest.FixtureRequest
 ) -> None:
     """Where plangate starts in the project folder its database lives in the workspace:
     the workspace bind must not uncover it, while planning or after approval, and no
     file tool may overwrite it."""
+    cannot_hold(request, sandbox, "landlock", NO_ISLANDS)
     workspace = copy_sample_workspace(tmp_path / "ws")
     (workspace / ".plangate").mkdir(exist_ok=True)
     database = workspace / ".plangate" / "plangate.db"
@@ -331,13 +361,15 @@ async def test_the_database_in_the_workspace_is_hidden_from_commands_and_file_to
     assert planning[1]["stdout"].strip() == "0", planning
     model.add([call("update_plan_content", content="1. touch up")], [call("exit_plan_mode")])
     await harness.send("plan it")
-    (request,) = (await harness.record()).pending
+    record = await harness.record()
+    assert record is not None
+    (pending,) = record.pending
     model.add(
         [call("Bash", command=f"head -c 15 {database}")],
         [call("Write", path=".plangate/plangate.db", content="7 bytes")],
         [text("done")],
     )
-    events = await harness.reply(request.call_id, "exit_plan_mode", {"status": "approved"})
+    events = await harness.reply(pending.call_id, "exit_plan_mode", {"status": "approved"})
     (acting,) = tool_results(events, "Bash")
     assert "SQLite" not in acting["stdout"], acting
     (written,) = tool_results(events, "Write")

@@ -2,7 +2,7 @@
 
 Every line of ``tests/data/shell_attacks.txt`` goes through the real ADK Runner and the
 real ``Bash`` tool while the plan is ``exploring`` (session state ``agent_mode=plan``),
-once with the bubblewrap sandbox and once with the shell parser alone. One session per
+under the bubblewrap sandbox, under the Landlock sandbox and with the shell parser alone. One session per
 mode; the scripted model sends the corpus in batches of parallel calls. Afterwards:
 
 * the workspace -- the sample project, a git repository committed in it, and what an
@@ -53,6 +53,7 @@ from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.policy.shell import ShellKind, classify_command
+from sandbox_support import use_sandbox
 
 CORPUS = Path(__file__).parent / "data" / "shell_attacks.txt"
 MARKER = "pwned"
@@ -91,7 +92,7 @@ def load_corpus(path: Path = CORPUS) -> list[Attack]:
         if stripped.startswith("[escapes:"):
             tag, _, stripped = stripped.partition("]")
             escapes = frozenset(m.strip() for m in tag.removeprefix("[escapes:").split(","))
-            assert escapes <= {"sandbox", "parser-only"}, (number, raw)
+            assert escapes <= {"sandbox", "landlock", "parser-only"}, (number, raw)
             stripped = stripped.strip()
         elif stripped.startswith("[probe]"):
             probe, stripped = True, stripped.removeprefix("[probe]").strip()
@@ -220,6 +221,12 @@ class Listeners:
             thread.join(timeout=2)
         for sock in (self.tcp, self.udp, self.unix):
             sock.close()
+
+
+@pytest.fixture(params=["sandbox", "landlock", "parser-only"])
+def sandbox_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The corpus under bubblewrap (``sandbox``), Landlock and the parser alone."""
+    yield from use_sandbox(request.param, monkeypatch)
 
 
 @pytest.fixture

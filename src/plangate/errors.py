@@ -68,6 +68,7 @@ class ErrorCode(StrEnum):
     NO_AUTHORITY = "NO_AUTHORITY"  # an executor ran without the gate's answer: did nothing
     PROTECTED_PATH = "PROTECTED_PATH"  # git's program files, .plangate, the database
     GIT_CHANGE_REVERTED = "GIT_CHANGE_REVERTED"  # a command changed what makes git run programs
+    SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"  # no sandbox works, parser-only not chosen
 
     # -- tool policy --------------------------------------------------------------------
     POLICY_DENIED = "POLICY_DENIED"  # a deny rule matched

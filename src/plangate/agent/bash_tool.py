@@ -33,6 +33,7 @@ from plangate.policy.command_split import split_commands
 from plangate.policy.effects import declare_contained
 from plangate.sandbox import Limits, Profile, SandboxSpec, git_guard, hidden_paths, sandbox_status
 from plangate.sandbox.policy import MAX_TIMEOUT_S
+from plangate.sandbox.probe import SandboxUnavailable
 from plangate.sandbox.process import Finished, run_command
 from plangate.sandbox.scope_binds import prepare_writable
 
@@ -250,7 +251,7 @@ def bash_tool(
                 network=allow_network,
                 limits=command_limits,
             )
-        except (WorkspaceError, NoAuthority) as exc:
+        except (WorkspaceError, NoAuthority, SandboxUnavailable) as exc:
             return exc.to_result()
         except OSError as exc:
             return WorkspaceError(f"could not start bash: {exc}", IO_ERROR).to_result()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 from typing import Any
 
@@ -24,6 +25,7 @@ def add_doctor_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run_doctor(args: argparse.Namespace) -> int:
     from plangate.sandbox import Limits, sandbox_status
     from plangate.sandbox.policy import ENV_ALLOWLIST, MAX_TIMEOUT_S
+    from plangate.sandbox.probe import SANDBOX_ENV
 
     status = sandbox_status()
     limits = Limits()
@@ -31,11 +33,22 @@ def run_doctor(args: argparse.Namespace) -> int:
     print(f"{mark}sandbox: {status.detail}")
     if status.fix:
         print(f"   to fix: {status.fix}")
-    if status.available:
+    for reason in status.why:
+        print(f"   not used: {reason}")
+    if status.backend == "bubblewrap":
         print(f"   bubblewrap: {status.bwrap}")
         print("   planning: whole filesystem read-only, private /tmp and HOME, no network")
         print("   acting:   workspace writable (.git/config, .git/hooks, .plangate read-only),")
         print("             private /tmp, network only with --allow-network")
+    elif status.backend == "landlock":
+        print(f"   landlock: ABI {status.landlock_abi}, seccomp filter, no new privileges")
+        print("   planning: system folders and workspace readable, nothing writable but the")
+        print("             command's own temp folder; home, /tmp, /var, /run, /etc/shadow")
+        print("             and plangate's database unreadable; no TCP, no abstract sockets,")
+        print("             no signals outside the command")
+        print("   acting:   workspace (or the plan scope's paths) writable; network only with")
+        print("             --allow-network. Unlike bubblewrap: .git and .plangate inside a")
+        print("             wholly writable workspace are not read-only, no PID namespace")
     limit_mark = "ok " if status.prlimit else "!! "
     limit_text = (
         f"cpu {limits.cpu_s} s, file size {limits.file_size_bytes // 1024**2} MiB, "
@@ -59,6 +72,10 @@ def run_doctor(args: argparse.Namespace) -> int:
         "ok git: system/global config ignored; fsmonitor, hooks, pager, external diff off"
         if git
         else "-- git: not installed"
+    )
+    print(
+        f"   choose with {SANDBOX_ENV}=auto|bubblewrap|landlock|off "
+        f"(now: {os.environ.get(SANDBOX_ENV) or 'auto'})"
     )
     return 0 if status.available else 1
 

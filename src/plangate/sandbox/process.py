@@ -5,8 +5,12 @@ With bubblewrap the command runs under :func:`~plangate.sandbox.policy.bwrap_opt
 (:mod:`plangate.sandbox.seccomp`, through ``--seccomp FD``); its process tree lives in
 its own PID namespace, so when the command ends or the timeout kills bwrap, the kernel
 ends everything the command started and its private ``/tmp`` disappears with it.
-Without a sandbox the command runs directly with the same environment allowlist and
-limits and a private temp folder that is removed afterwards. Either way, where the host
+With Landlock (:mod:`plangate.sandbox.landlock`) the launcher confines itself and
+becomes the command, which gets a private temp folder as ``TMPDIR`` and ``HOME``,
+removed afterwards. Without a sandbox -- only when the operator chose parser-only --
+the command runs directly with the same environment allowlist and limits and a private
+temp folder; when no sandbox works and parser-only was not chosen, nothing runs
+(:class:`~plangate.sandbox.probe.SandboxUnavailable`). Either way, where the host
 offers a cgroup the command gets its own with ``pids.max``
 (:mod:`plangate.sandbox.cgroup`), and whatever is left in it at the end is killed.
 """
@@ -20,17 +24,21 @@ import shutil
 import signal
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from plangate.sandbox.cgroup import join_argv, make_pids_cgroup, remove_cgroup
+from plangate.sandbox.landlock import landlock_argv
+from plangate.sandbox.landlock_filter import landlock_gaps_filter
 from plangate.sandbox.policy import (
     MAX_TIMEOUT_S,
+    Profile,
     SandboxSpec,
     bwrap_options,
     prlimit_argv,
     sandbox_env,
 )
-from plangate.sandbox.probe import SandboxStatus, sandbox_status
+from plangate.sandbox.probe import SandboxStatus, SandboxUnavailable, sandbox_status
 from plangate.sandbox.seccomp import seccomp_program
 
 __all__ = ["Capture", "Finished", "run_command"]
@@ -90,9 +98,14 @@ async def run_command(
     keep_bytes: int,
     status: SandboxStatus | None = None,
 ) -> Finished:
-    """Run ``bash -c command`` under ``spec``; never longer than ``MAX_TIMEOUT_S``."""
+    """Run ``bash -c command`` under ``spec``; never longer than ``MAX_TIMEOUT_S``.
+
+    Raises :class:`SandboxUnavailable` when no sandbox works and parser-only was not
+    chosen."""
     if status is None:
         status = await asyncio.to_thread(sandbox_status)
+    if status.refuses:
+        raise SandboxUnavailable(status)
     timeout_s = min(timeout_s, MAX_TIMEOUT_S)
     private_tmp: str | None = None
     fds: list[int] = []
@@ -103,9 +116,9 @@ async def run_command(
         # where the host offers one. (Joining it costs a shell and a cgroup migration
         # per call, which a non-root uid, bound by RLIMIT_NPROC, does not pay.)
         cgroup = make_pids_cgroup(spec.limits.processes) if os.geteuid() == 0 else None
-        if cgroup is not None:
-            limits = [*join_argv(cgroup), *limits]
-        if status.available:
+        join = join_argv(cgroup) if cgroup is not None else []
+        limits = [*join, *limits]
+        if status.backend == "bubblewrap":
             # Internet sockets allowed: the network namespace decides what they reach.
             seccomp = seccomp_program(spec.profile, inet=True)
             if seccomp is not None:
@@ -124,6 +137,29 @@ async def run_command(
             process_env = sandbox_env(os.environ, home=home)
             process_env["TMPDIR"] = private_tmp
             argv = [*limits, "bash", "-c", command]
+            if status.backend == "landlock":
+                network = spec.network and spec.profile is Profile.ACTING
+                planning = spec.profile is Profile.PLANNING
+                # The second program closes what Landlock leaves open (file metadata,
+                # UDP) and goes first: the allowlist after it must still let it install.
+                # Without a network namespace the allowlist gets internet sockets only
+                # for a command that has the network.
+                for program in (
+                    landlock_gaps_filter(network=network, planning=planning),
+                    seccomp_program(spec.profile, inet=network),
+                ):
+                    if program is not None:
+                        fds.append(_memfd("plangate-seccomp", program))
+                # The launcher applies the limits itself (one process start fewer).
+                command_argv = await asyncio.to_thread(
+                    landlock_argv,
+                    spec,
+                    ["bash", "-c", command],
+                    tmpdir=Path(private_tmp),
+                    env=process_env,
+                    seccomp_fds=fds,
+                )
+                argv = [*join, *command_argv]
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=spec.workspace,
