@@ -31,6 +31,7 @@ from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.sandbox import Limits, Profile, SandboxSpec
 from plangate.sandbox.cgroup import pids_cgroup_parent
 from plangate.sandbox.process import run_command
+from sandbox_support import cannot_hold, use_sandbox
 
 ROOT = os.geteuid() == 0
 SYSCTL = Path("/proc/sys/fs/lease-break-time")
@@ -54,6 +55,32 @@ async def _run(workspace: Path, db: Path, commands: list[str], *, planning: bool
     return tool_results(await harness.send("look around"), "Bash")
 
 
+@pytest.fixture(params=["sandbox", "landlock"])
+def sandbox(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each case under bubblewrap and under Landlock."""
+    yield from use_sandbox(request.param, monkeypatch)
+
+
+LANDLOCK_ERRORS = (
+    "Landlock refuses these writes with 'Permission denied', not 'Read-only file "
+    "system', and does not answer access(2) (test -w): the setting stays unchanged and "
+    "no capability survives (tests/test_landlock.py asserts both under Landlock)"
+)
+LANDLOCK_NO_PID_NAMESPACE = (
+    "Landlock has no PID namespace: /proc/1 is the host's init, whose command line any "
+    "process may read (another process's environment and memory stay refused)"
+)
+LANDLOCK_LISTS_NAMES = (
+    "Landlock hides the database by granting the folder's other entries one by one: a "
+    "-wal made later is hidden anywhere (the canary's premise fails), and the names in "
+    ".plangate stay listable; with the whole workspace writable it is not hidden at all"
+)
+LANDLOCK_NO_DEV_SHM = (
+    "under Landlock /dev/shm and /dev are not writable at all (Permission denied), "
+    "so there is no cap to reach"
+)
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     return copy_sample_workspace(tmp_path / "ws")
@@ -72,8 +99,14 @@ def sysctl_canary() -> Iterator[str]:
 
 @pytest.mark.parametrize("planning", [True, False], ids=["planning", "acting"])
 async def test_no_kernel_setting_changes_and_no_capability_survives(
-    workspace: Path, tmp_path: Path, sysctl_canary: str, planning: bool, sandbox: None
+    workspace: Path,
+    tmp_path: Path,
+    sysctl_canary: str,
+    planning: bool,
+    sandbox: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    cannot_hold(request, sandbox, "landlock", LANDLOCK_ERRORS)
     # Through Python, so that the shell parser does not refuse it while planning: the
     # sandbox is what must stop it.
     write = f"python3 -c \"open('{SYSCTL}', 'w').write('{sysctl_canary}')\""
@@ -176,8 +209,13 @@ async def test_namespaces_ptrace_and_keyrings_are_refused(
 
 
 async def test_root_only_files_and_the_sandbox_command_line_are_not_visible(
-    workspace: Path, tmp_path: Path, sandbox: None, monkeypatch: pytest.MonkeyPatch
+    workspace: Path,
+    tmp_path: Path,
+    sandbox: str,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
+    cannot_hold(request, sandbox, "landlock", LANDLOCK_NO_PID_NAMESPACE)
     monkeypatch.setenv("LC_PAPER", "en_US.UTF-8")
     monkeypatch.setenv("LC_STASH", "C")
     monkeypatch.setenv("LC_ADDRESS", "sk-live-0123456789")
@@ -202,10 +240,11 @@ async def test_root_only_files_and_the_sandbox_command_line_are_not_visible(
 
 
 async def test_database_siblings_made_after_the_start_stay_hidden(
-    workspace: Path, sandbox: None
+    workspace: Path, sandbox: str, request: pytest.FixtureRequest
 ) -> None:
     """SQLite makes ``-wal`` and ``-shm`` when a connection opens: one that appears
     while a command runs is as hidden as one that existed before."""
+    cannot_hold(request, sandbox, "landlock", LANDLOCK_LISTS_NAMES)
     own = workspace / ".plangate"
     own.mkdir(exist_ok=True)
     (own / "policy.toml").write_text("# kept visible\n")
@@ -237,7 +276,10 @@ async def test_database_siblings_made_after_the_start_stay_hidden(
         assert "policy.toml" in shown
 
 
-async def test_dev_shm_and_dev_are_capped_like_tmp(workspace: Path, sandbox: None) -> None:
+async def test_dev_shm_and_dev_are_capped_like_tmp(
+    workspace: Path, sandbox: str, request: pytest.FixtureRequest
+) -> None:
+    cannot_hold(request, sandbox, "landlock", LANDLOCK_NO_DEV_SHM)
     limits = Limits(tmp_bytes=4 * 1024**2)
     spec = SandboxSpec(Profile.ACTING, workspace, limits=limits)
     finished = await run_command(
