@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 
-
 async def prepare_database(url: str | None = None, *, recreate_missing: bool = False) -> str:
     """Create or upgrade plangate's and ADK's tables; return the resolved URL.
 
