@@ -29,6 +29,7 @@ bubblewrap does:
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -143,17 +144,9 @@ def landlock_rules(
     own writable temp folder, ``env`` the environment it gets (its ``PATH`` says which
     tools it may run)."""
     home = (home or Path.home()).resolve()
-    holes = _resolved(
-        [*spec.masked, *HIDDEN_SYSTEM_PATHS, *(home / name for name in _TOOL_SECRETS)]
-    )
-    rules = _Rules(holes)
-    seen: set[Path] = set()
-    for root in _resolved([*SYSTEM_READ_PATHS, *tool_roots(env, home)]):
-        if root not in seen:
-            seen.add(root)
-            rules.grant(root, "read")
-    for device in _resolved(DEVICES):
-        rules.rules.append(("device", str(device)))
+    masked = _resolved(spec.masked)
+    rules = _Rules(masked)
+    rules.rules += _system_rules(tuple(tool_roots(env, home)), home, tuple(masked))
     workspace = spec.workspace.resolve()
     if spec.profile is Profile.ACTING and spec.writable is None:
         rules.rules.append(("write", str(workspace)))
@@ -163,6 +156,24 @@ def landlock_rules(
             for path in _resolved(spec.writable or ()):
                 rules.rules.append(("write", str(path)))
     rules.rules.append(("write", str(tmpdir.resolve())))
+    return rules.rules
+
+
+@functools.lru_cache(maxsize=32)
+def _system_rules(
+    tools: tuple[Path, ...], home: Path, masked: tuple[Path, ...]
+) -> list[tuple[str, str]]:
+    """The reads of the system folders and tools, and the devices: the same for every
+    command of a process (computed once: splitting /etc around its secrets walks it)."""
+    holes = [*masked, *_resolved([*HIDDEN_SYSTEM_PATHS, *(home / n for n in _TOOL_SECRETS)])]
+    rules = _Rules(holes)
+    seen: set[Path] = set()
+    for root in _resolved([*SYSTEM_READ_PATHS, *tools]):
+        if root not in seen:
+            seen.add(root)
+            rules.grant(root, "read")
+    for device in _resolved(DEVICES):
+        rules.rules.append(("device", str(device)))
     return rules.rules
 
 

@@ -156,7 +156,7 @@ def _restrict(spec: Spec, abi: int) -> None:
                 continue  # a system folder this machine does not have
             try:
                 rights = _KINDS[kind] & handled_fs
-                if not os.path.isdir(f"/proc/self/fd/{fd}"):
+                if os.fstat(fd).st_mode & 0o170000 != 0o040000:  # not a folder
                     rights &= _FILE_ONLY
                 # struct landlock_path_beneath_attr (packed): allowed_access u64, parent_fd s32
                 rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd))
