@@ -14,7 +14,7 @@ from plangate.adk.runner import build_runner, function_reply
 from plangate.errors import ErrorCode
 from plangate.models.scripted import ScriptedLlm
 from plangate.plan.record import PlanRecord
-from plangate.policy.effects import Effect, declare_effect
+from plangate.policy.effects import Effect, declare_effect, declare_write_paths
 
 WRITES: list[tuple[str, str]] = []
 
@@ -37,6 +37,7 @@ def write_file(path: str, content: str) -> dict[str, Any]:
 
 
 declare_effect(Write, Effect.WRITE)
+declare_write_paths(Write, ("path",))  # relative to the agent's workspace (here the cwd)
 declare_effect(Read, Effect.READ)
 
 

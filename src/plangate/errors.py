@@ -69,6 +69,7 @@ class ErrorCode(StrEnum):
     PROTECTED_PATH = "PROTECTED_PATH"  # git's program files, .plangate, the database
     GIT_CHANGE_REVERTED = "GIT_CHANGE_REVERTED"  # a command changed what makes git run programs
     SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"  # no sandbox works, parser-only not chosen
+    PATHS_UNDECLARED = "PATHS_UNDECLARED"  # a write tool names no path under a scoped plan
 
     # -- tool policy --------------------------------------------------------------------
     POLICY_DENIED = "POLICY_DENIED"  # a deny rule matched

@@ -19,7 +19,8 @@ from plangate.adk.own_tools import is_own
 from plangate.adk.replies import apply_replies
 from plangate.adk.runtime import PlanRuntime
 from plangate.adk.scope import PlanScope, scope_of
-from plangate.errors import ErrorCode, error_result
+from plangate.adk.tool_paths import ToolPath, tool_paths
+from plangate.errors import CodedError, ErrorCode, error_result
 from plangate.journal.events import JournalEvent
 from plangate.plan import transitions
 from plangate.plan.gate import PLAN_TOOL_NAMES, ToolCall, decide
@@ -75,7 +76,8 @@ def make_gate(runtime: PlanRuntime) -> Any:
                 )
         # One answer for this call, read from the store just now: every executor (the
         # sandbox of a command, Write, Edit) asks it and nothing else.
-        set_authority(authority_of(record, planning=planning, protected_files=hidden_paths()))
+        authority = authority_of(record, planning=planning, protected_files=hidden_paths())
+        set_authority(authority)
         call = ToolCall(tool.name, args or {}, effect, own=is_own(tool))
         if not planning:
             decision = decide(call, record, runtime.policy)
@@ -100,6 +102,22 @@ def make_gate(runtime: PlanRuntime) -> Any:
                 corrupt=loaded.corrupt is not None,
                 selection_active=_selection_active(runtime, tool_context),
             )
+        paths: tuple[ToolPath, ...] | None = None
+        if decision.allowed and not planning and not call.own and effect in _JUDGED_EFFECTS:
+            # A tool that does not ask the authority itself is asked for here, with the
+            # paths its declaration names (Write and Edit ask again as they write).
+            try:
+                paths = await asyncio.to_thread(
+                    tool_paths, tool, args or {}, rules, runtime.workspace
+                )
+            except CodedError as exc:
+                refusal: CodedError | None = exc
+            else:
+                named = None if paths is None else [(p.rel, p.resolved) for p in paths]
+                refusal = authority.refuses_tool(tool.name, effect, named)
+            if refusal is not None:
+                await _journal_denied(runtime, scope, record, tool, tool_context, refusal.message)
+                return refusal.to_result()
         if decision.allowed:
             telemetry.gate_decided(tool.name, decision, record, planning)
             ask = (
@@ -108,23 +126,13 @@ def make_gate(runtime: PlanRuntime) -> Any:
             if record is not None and record.governs_writes():
                 # The scope and the policy's ask both hold, answered by one request.
                 return await check_capability(
-                    runtime, loaded, tool, args or {}, tool_context, ask=ask
+                    runtime, loaded, tool, args or {}, tool_context, ask=ask, paths=paths
                 )
             if ask is not None:
                 return await ask_for_call(runtime, loaded, tool, tool_context, ask)
             return None  # no approved plan whose scope holds the call (the usual case)
         telemetry.gate_decided(tool.name, decision, record, planning)
-        await runtime.journal(
-            scope,
-            JournalEvent(
-                kind="plan.gate.denied",
-                subject=record.id if record else "",
-                from_state=record.status.value if record else None,
-                actor=getattr(tool_context, "agent_name", "") or "agent",
-                at=runtime.now(),
-                detail={"tool": tool.name, "reason": decision.reason, "args": _short(args)},
-            ),
-        )
+        await _journal_denied(runtime, scope, record, tool, tool_context, decision.reason, args)
         note = (
             "(Its server marks it read-only with readOnlyHint; plangate shows that but does "
             "not trust it alone: declare the tool in .plangate/policy.toml.)"
@@ -137,6 +145,30 @@ def make_gate(runtime: PlanRuntime) -> Any:
 
 
 _SHELL = Effect.SHELL
+_JUDGED_EFFECTS = (Effect.WRITE, Effect.NETWORK, None)
+"""Effects of tools the gate asks the authority about: what may write or reach out."""
+
+
+async def _journal_denied(
+    runtime: PlanRuntime,
+    scope: PlanScope,
+    record: PlanRecord | None,
+    tool: Any,
+    tool_context: Any,
+    reason: str,
+    args: dict[str, Any] | None = None,
+) -> None:
+    await runtime.journal(
+        scope,
+        JournalEvent(
+            kind="plan.gate.denied",
+            subject=record.id if record else "",
+            from_state=record.status.value if record else None,
+            actor=getattr(tool_context, "agent_name", "") or "agent",
+            at=runtime.now(),
+            detail={"tool": tool.name, "reason": reason, "args": _short(args)},
+        ),
+    )
 
 
 def _selection_active(runtime: PlanRuntime, tool_context: Any) -> bool:

@@ -32,7 +32,8 @@ from google.genai import types
 from pydantic import ValidationError
 
 from plangate.adk.runtime import Loaded, PlanRuntime
-from plangate.adk.scope import governing_scope, scope_of
+from plangate.adk.scope import governing_scope
+from plangate.adk.tool_paths import ToolPath
 from plangate.errors import ErrorCode, error_result
 from plangate.plan.amendments import call_sha256, request_amendment
 from plangate.plan.record import PlanRecord
@@ -42,7 +43,6 @@ from plangate.plan.transitions import Transition
 from plangate.policy.command_split import split_commands
 from plangate.policy.effects import Effect, effect_of, write_path_of
 from plangate.policy.shell import ShellKind, classify_command
-from plangate.store.store import Conflict
 
 __all__ = [
     "CONFIRMATION_CALL",
@@ -66,6 +66,7 @@ async def check_capability(
     tool_context: Any,
     *,
     ask: str | None = None,
+    paths: tuple[ToolPath, ...] | None = None,
 ) -> dict[str, Any] | None:
     """None when the approved plan's scope (and permission) let the call run; otherwise
     the result that answers it: a pause for the human, or their refusal.
@@ -73,6 +74,8 @@ async def check_capability(
     ``ask`` is the reason when the policy file also asks for this call. Both must hold,
     and one request answers both (a call id is answered once): an amendment or edit
     review names the policy's reason too, and a call the scope covers asks as ``tool``.
+    ``paths`` are the files the call writes as its declaration names them (resolved by
+    the gate), for a tool that is not ``Write``, ``Edit`` or a shell.
     """
     state = loaded.state
     record = state.record
@@ -92,7 +95,7 @@ async def check_capability(
         # given: a reviewer may approve an amendment with a narrower grant than asked,
         # and a call allowed while no scope governed it (a policy ask while planning)
         # was never judged against one. The call id cannot be asked again.
-        found = await asyncio.to_thread(_wants, tool, args)
+        found = await asyncio.to_thread(_wants, tool, args, paths)
         try:
             missing = record.scope.missing(found[0]) if found and record.scope else Scope()
         except ValueError as exc:
@@ -112,7 +115,7 @@ async def check_capability(
         )
     if record.pending_for(call_id) is not None:
         return _waiting(record.pending_for(call_id).payload)  # type: ignore[union-attr]
-    found = await asyncio.to_thread(_wants, tool, args)
+    found = await asyncio.to_thread(_wants, tool, args, paths)
     if found is None:
         return await _pause_for_policy(runtime, tool, tool_context, ask, args)
     wants, target, written = found
@@ -179,31 +182,21 @@ async def _spend(
     The same locked compare-and-set as plan tools: the mark is in the store before the
     call runs, so no crash or concurrent call can run it twice.
     """
-    from plangate.adk.tools import _MAX_ATTEMPTS, _conflict, _lock, _unreadable
+    from plangate.adk.tools import commit_change
 
-    scope = scope_of(tool_context, runtime.branch)
-    conflict: Conflict | None = None
-    async with _lock(scope.key):
-        for _ in range(_MAX_ATTEMPTS):
-            loaded = await runtime.load(scope)
-            if loaded.unreadable:
-                return _unreadable(loaded.unreadable)
-            resolution = loaded.state.resolutions.get(call_id)
-            if resolution is None:
-                return _no_approval(call_id)
-            refusal = resolution.refuses(digest)
-            if refusal is not None:
-                return refusal
-            state = loaded.state.model_copy(deep=True)
-            state.resolutions[call_id] = resolution.model_copy(update={"used": True})
-            try:
-                await runtime.commit(scope, loaded, state)
-            except Conflict as exc:
-                conflict = exc
-                continue
-            return None
-    assert conflict is not None  # every attempt lost a compare-and-set
-    return _conflict(conflict)
+    def spent(loaded: Loaded) -> tuple[PlanSessionState, list[Transition]] | dict[str, Any]:
+        resolution = loaded.state.resolutions.get(call_id)
+        if resolution is None:
+            return _no_approval(call_id)
+        refusal = resolution.refuses(digest)
+        if refusal is not None:
+            return refusal
+        state = loaded.state.model_copy(deep=True)
+        state.resolutions[call_id] = resolution.model_copy(update={"used": True})
+        return state, []
+
+    committed = await commit_change(runtime, tool_context, spent)
+    return committed if isinstance(committed, dict) else None
 
 
 def _no_approval(call_id: str) -> dict[str, Any]:
@@ -381,7 +374,9 @@ def _waiting(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, Path | None] | None:
+def _wants(
+    tool: Any, args: dict[str, Any], paths: tuple[ToolPath, ...] | None = None
+) -> tuple[Wants, str, Path | None] | None:
     """What the call needs, a name for it, and the file a write changes (resolved)."""
     declared = write_path_of(tool)
     if declared is not None:
@@ -395,6 +390,9 @@ def _wants(tool: Any, args: dict[str, Any]) -> tuple[Wants, str, Path | None] | 
             return None  # outside the workspace: the tool refuses it
         rel = resolved.relative_to(real_root).as_posix()
         return Wants(paths=(rel,)), f"{tool.name} {rel}", resolved
+    if paths:
+        rels = tuple(p.rel for p in paths)
+        return Wants(paths=rels), f"{tool.name} {', '.join(rels)}", None
     effect = effect_of(tool)
     if effect is Effect.SHELL:
         command = args.get("command")

@@ -56,6 +56,11 @@ class PlanOptions:
     """A policy file (``.plangate/policy.toml``) for tools that are not plangate's: their
     effect and allow/ask/deny per mode. Read when Plan Mode is mounted; a missing or bad
     file is an error then (:class:`~plangate.policy.policy_file.PolicyFileError`)."""
+    workspace: str | Path | None = None
+    """The folder the path arguments of host, policy-file and MCP tools are relative to,
+    and that they may not leave (``build_coding_agent`` passes its workspace). Default:
+    the project of the policy file (the folder holding its ``.plangate``), else the
+    current directory."""
 
     def __post_init__(self) -> None:
         if not self.state_key_prefix or self.state_key_prefix.startswith("temp:"):

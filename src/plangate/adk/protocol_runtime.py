@@ -17,6 +17,7 @@ from plangate.adk import telemetry
 from plangate.adk.scope import PlanScope, scope_of
 from plangate.errors import ErrorCode, error_result, is_error
 from plangate.journal.events import JournalEvent
+from plangate.policy.authority import ProtocolGrant, current_authority, set_authority
 from plangate.protocol.actions import (
     GENERAL_ANSWER_COMMIT_ACTION,
     HANDOFF_TOOL,
@@ -611,15 +612,19 @@ class ProtocolRuntime:
                 execution_status="not_started",
             )
         action = action_for_tool(tool.name)
-        plan = self.tool_plan()
         state = view.segment.value
-        decision = authorize_action(
+        # The phase joins the one authority of this call (the plan gate set it just
+        # before), and the decision is that authority's: executors see the same phase.
+        grant = ProtocolGrant(
             state,
-            action,
-            common_actions=plan.common_actions(),
+            common_actions=self.tool_plan().common_actions(),
             guard=self.options.guard,
             definitions=self.definitions,
         )
+        authority = current_authority()
+        if authority is not None:
+            set_authority(authority.with_protocol(grant))
+        decision = grant.decide(action)
         if isinstance(decision, Allowed):
             if tool.name not in SELF_RECORDING_TOOLS:
                 key = (tool_context.invocation_id, tool_context.function_call_id or "")

@@ -13,6 +13,7 @@ from pathlib import Path
 from plangate.adk import telemetry
 from plangate.adk.options import PlanOptions
 from plangate.adk.scope import PlanScope
+from plangate.adk.tool_paths import tool_workspace
 from plangate.journal.events import JournalEvent
 from plangate.plan.record import ApprovalEvent, PlanRecord
 from plangate.plan.session_state import (
@@ -74,6 +75,8 @@ class PlanRuntime:
         self.state_key = options.state_key(branch)
         self.tool_policy = load_policy_file(options.policy_file)
         """The policy file's rules, read once at start (None without a file)."""
+        self.workspace = tool_workspace(options)
+        """The folder the path arguments of host, policy-file and MCP tools stay in."""
         self.database_url = options.database_url
         """Set by ``build_runner`` when the options name none, so sessions and plans share
         one database."""

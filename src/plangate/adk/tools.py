@@ -24,11 +24,12 @@ from plangate.adk.contract import (
 )
 from plangate.adk.own_tools import mark_own
 from plangate.adk.replies import record_replies
-from plangate.adk.runtime import PlanRuntime
+from plangate.adk.runtime import Loaded, PlanRuntime
 from plangate.adk.scope import scope_of
 from plangate.errors import ErrorCode, error_result
 from plangate.plan import transitions
 from plangate.plan.record import PlanRecord
+from plangate.plan.session_state import PlanSessionState
 from plangate.plan.transitions import PlanError, Transition
 from plangate.store.store import Conflict
 
@@ -235,14 +236,21 @@ def _lock(key: str) -> asyncio.Lock:
     return lock
 
 
-async def _apply(
+StateChange = Callable[[Loaded], "tuple[PlanSessionState, list[Transition]] | dict[str, Any]"]
+"""From the plan state just loaded: the state to commit and its transitions, or the error
+result that answers the call instead (nothing is committed then)."""
+
+
+async def commit_change(
     runtime: PlanRuntime,
-    tool_context: ToolContext,
-    step: Callable[[PlanRecord | None], Transition],
+    tool_context: Any,
+    change: StateChange,
     *,
     paused: bool = False,
-) -> Transition | dict[str, Any]:
-    """Load the plan, run one pure transition and commit it; an error result otherwise.
+) -> tuple[PlanSessionState, list[Transition]] | dict[str, Any]:
+    """Load the plan state, compute one change and commit it by compare-and-set, under
+    the session's lock and retried when another writer won; what was committed, or an
+    error result (an unreadable state, the change's own refusal, every attempt lost).
 
     A ``paused`` call mirrors the committed record before the next call may commit, so
     several paused calls of one step leave the mirror at the last of them.
@@ -254,21 +262,41 @@ async def _apply(
             loaded = await runtime.load(scope)
             if loaded.unreadable:
                 return _unreadable(loaded.unreadable)
+            changed = change(loaded)
+            if isinstance(changed, dict):
+                return changed
+            state, done = changed
             try:
-                transition = step(loaded.state.record)
-            except PlanError as exc:
-                return exc.to_result()
-            state = loaded.state.model_copy(update={"record": transition.record})
-            try:
-                await runtime.commit(scope, loaded, state, [transition])
+                await runtime.commit(scope, loaded, state, done)
             except Conflict as exc:
                 conflict = exc
                 continue
-            if paused:
-                await _mirror_while_paused(runtime, tool_context, transition.record)
-            return transition
+            if paused and state.record is not None:
+                await _mirror_while_paused(runtime, tool_context, state.record)
+            return changed
         assert conflict is not None  # every attempt lost a compare-and-set
         return _conflict(conflict)
+
+
+async def _apply(
+    runtime: PlanRuntime,
+    tool_context: Any,
+    step: Callable[[PlanRecord | None], Transition],
+    *,
+    paused: bool = False,
+) -> Transition | dict[str, Any]:
+    """Run one pure transition of the plan record and commit it (:func:`commit_change`);
+    the transition, or an error result."""
+
+    def change(loaded: Loaded) -> tuple[PlanSessionState, list[Transition]] | dict[str, Any]:
+        try:
+            transition = step(loaded.state.record)
+        except PlanError as exc:
+            return exc.to_result()
+        return loaded.state.model_copy(update={"record": transition.record}), [transition]
+
+    committed = await commit_change(runtime, tool_context, change, paused=paused)
+    return committed if isinstance(committed, dict) else committed[1][0]
 
 
 async def _pausing(

@@ -59,6 +59,9 @@ def build_coding_agent(
         policy_file = default if default.is_file() else None
     if policy_file is not None:
         options = dataclasses.replace(options, policy_file=policy_file)
+    if options.workspace is None:
+        # The paths of host, policy-file and MCP tools are this workspace's.
+        options = dataclasses.replace(options, workspace=workspace)
     setup_plan(agent, options)
     if data is not None:
         from plangate.agent.data_agent import add_data_analysis

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from plangate.adk.contract import DeclaredOnceFunctionTool
 from plangate.errors import ErrorCode, error_result
-from plangate.policy.effects import Effect, declare_effect
+from plangate.policy.effects import Effect, declare_effect, declare_write_paths
 
 __all__ = ["TODO_STATUSES", "TodoItem", "todo_write_tool", "todos_state_key"]
 
@@ -63,4 +63,8 @@ def todo_write_tool(branch: str) -> FunctionTool:
         done = sum(1 for t in cleaned if t["status"] == "completed")
         return {"todos": cleaned, "message": f"{done}/{len(cleaned)} completed"}
 
-    return declare_effect(DeclaredOnceFunctionTool(todo_write), Effect.WRITE)
+    # It changes the conversation's todo list and no file: declared with no path, so a
+    # scoped plan does not refuse it as a write that names none.
+    return declare_write_paths(
+        declare_effect(DeclaredOnceFunctionTool(todo_write), Effect.WRITE), ()
+    )

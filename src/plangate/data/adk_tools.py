@@ -1,4 +1,9 @@
-"""The data tools as Google ADK ``FunctionTool`` objects, each declared read-only."""
+"""The data tools as Google ADK ``FunctionTool`` objects, each declared read-only.
+
+Each asks the call's authority before it queries: under protocol governance the
+authority carries the phase in force, and a data action that phase does not allow does
+nothing, even when the tool is called around the boundary (the boundary's check and
+this one read the same phase)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,11 @@ from typing import Any
 from google.adk.tools import FunctionTool
 
 from plangate.adk.contract import DeclaredOnceFunctionTool
+from plangate.errors import error_result
+from plangate.policy.authority import current_authority
 from plangate.policy.effects import Effect, declare_effect
+from plangate.protocol.actions import action_for_tool
+from plangate.protocol.definitions import Rejected
 
 from .tools import TOOL_NAMES, DataTools
 
@@ -25,8 +34,20 @@ def _off_the_loop(method: Callable[..., dict[str, Any]]) -> Callable[..., Awaita
     runs on until the query ends or the catalog's time limit interrupts it.
     """
 
+    action = action_for_tool(method.__name__)
+
     @functools.wraps(method)
     async def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        authority = current_authority()
+        decision = authority.decide_action(action) if authority is not None else None
+        if isinstance(decision, Rejected):
+            return error_result(
+                decision.code,
+                decision.message,
+                decision.recovery_hint,
+                execution_status="not_started",
+                phase=decision.phase,
+            )
         return await asyncio.to_thread(method, *args, **kwargs)
 
     return run

@@ -12,25 +12,40 @@ next time the user types a git command (a repository's config, hooks, ``commondi
 ``info/``, ``modules/``, ``worktrees/``, or a ``.git`` file or folder anywhere, which can
 point git at another repository's config), plangate's own ``.plangate`` folder, and
 plangate's database with its WAL and SHM files wherever they live.
+
+Under protocol governance the authority also carries the protocol phase in force
+(:class:`ProtocolGrant`): the segment's state as read for this call, and the one function
+(:meth:`Authority.decide_action`) that says whether an action runs in it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from plangate.errors import CodedError, ErrorCode
 from plangate.plan.record import PlanRecord
 from plangate.plan.scope import Scope
+from plangate.policy.effects import Effect
+from plangate.protocol.definitions import (
+    DEFINITIONS,
+    Authorization,
+    Guard,
+    ProtocolDefinition,
+    ProtocolRef,
+    ProtocolState,
+    authorize_action,
+)
 
 __all__ = [
     "GIT_PROGRAM_PATHS",
     "Authority",
     "NoAuthority",
     "ProtectedPath",
+    "ProtocolGrant",
     "authority_of",
     "current_authority",
     "protected_paths",
@@ -55,6 +70,34 @@ _PLANGATE_FOLDER = ".plangate"
 
 
 @dataclass(frozen=True)
+class ProtocolGrant:
+    """The protocol phase in force for one call: the segment's state as the protocol
+    runtime read it, and what decides an action in it."""
+
+    state: ProtocolState
+    common_actions: frozenset[str] = frozenset()
+    """Actions every phase allows (the tool plan's common actions)."""
+    guard: Guard | None = None
+    definitions: Mapping[ProtocolRef, ProtocolDefinition] = field(
+        default_factory=lambda: DEFINITIONS
+    )
+
+    @property
+    def phase(self) -> str:
+        return self.state.phase
+
+    def decide(self, action: str) -> Authorization:
+        """Whether ``action`` runs in this phase (segment active, budget, phase, guard)."""
+        return authorize_action(
+            self.state,
+            action,
+            common_actions=self.common_actions,
+            guard=self.guard,
+            definitions=self.definitions,
+        )
+
+
+@dataclass(frozen=True)
 class Authority:
     """What the agent may do now, as the gate read it from the store for this call."""
 
@@ -64,6 +107,16 @@ class Authority:
     """The approved plan's scope in force; None: the whole workspace (no scoped plan)."""
     protected_files: tuple[Path, ...] = field(default=())
     """Absolute paths no executor may write, wherever they are (plangate's database)."""
+    protocol: ProtocolGrant | None = None
+    """The protocol phase in force; None: no protocol governs this call."""
+
+    def with_protocol(self, grant: ProtocolGrant) -> Authority:
+        """This authority under the protocol phase ``grant`` (read for the same call)."""
+        return replace(self, protocol=grant)
+
+    def decide_action(self, action: str) -> Authorization | None:
+        """The protocol phase's decision on ``action``; None when no protocol governs."""
+        return None if self.protocol is None else self.protocol.decide(action)
 
     def refuses_write(self, rel: str, resolved: Path) -> str | None:
         """Why a write of ``rel`` (relative to the workspace; ``resolved`` its absolute,
@@ -73,6 +126,46 @@ class Authority:
         if resolved in self.protected_files:
             return f"{rel} is plangate's database"
         return protected_reason(rel)
+
+    def refuses_tool(
+        self,
+        tool: str,
+        effect: Effect | None,
+        paths: Sequence[tuple[str, Path]] | None,
+    ) -> CodedError | None:
+        """Why a call of a tool that is not plangate's is refused whatever else allows it;
+        None when it is not. ``paths`` are the files the call writes (relative, resolved)
+        as its declaration names them, None when nothing declares them.
+
+        Under a scoped plan a network tool needs a scope with the network, and a tool
+        that may write (declared ``write``, or declaring nothing) needs declared paths,
+        which the scope then judges; a protected path is refused under any plan."""
+        scope = self.scope
+        if scope is not None and effect is Effect.NETWORK and not scope.network:
+            return CodedError(
+                ErrorCode.OUTSIDE_SCOPE,
+                f"{tool} reaches the network, and the approved plan's scope says no "
+                "network; it did not run",
+                "do without it, or ask the user for a plan whose scope includes the network",
+                tool=tool,
+            )
+        if paths is None:
+            if scope is not None and effect in (Effect.WRITE, None):
+                what = "is declared to write" if effect is Effect.WRITE else "declares no effect"
+                return CodedError(
+                    ErrorCode.PATHS_UNDECLARED,
+                    f"{tool} {what} but names no path argument, so the approved plan's "
+                    "scope cannot be checked against what it changes; it did not run",
+                    "declare its path arguments (declare_write_paths, or paths.arg in "
+                    ".plangate/policy.toml), or do without it",
+                    tool=tool,
+                )
+            return None
+        for rel, resolved in paths:
+            reason = self.refuses_write(rel, resolved)
+            if reason is not None:
+                return ProtectedPath(reason)
+        return None
 
 
 def authority_of(

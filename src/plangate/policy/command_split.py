@@ -9,6 +9,7 @@ then covers it only by its exact text.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import bashlex  # type: ignore[import-untyped]
@@ -23,9 +24,14 @@ class _Unsplittable(Exception):
     pass
 
 
+@lru_cache(maxsize=256)
 def split_commands(command: str) -> tuple[tuple[str, ...], ...] | None:
     """The argv of each simple command in ``command``; None when it cannot be split
-    reliably (see the module docstring)."""
+    reliably (see the module docstring).
+
+    Kept for the last commands split: the gate splits a command to judge it against the
+    scope and the ``Bash`` tool asks again for its network, so a command is parsed once
+    per call (the answer is immutable tuples, safe to share)."""
     if not command.strip() or "\x00" in command or "$'" in command or '$"' in command:
         return None
     try:

@@ -16,10 +16,12 @@ __all__ = [
     "declare_contained",
     "declare_effect",
     "declare_write_path",
+    "declare_write_paths",
     "effect_of",
     "is_contained",
     "read_only",
     "write_path_of",
+    "write_paths_of",
 ]
 
 _ATTR = "__plangate_effect__"
@@ -82,13 +84,32 @@ def is_contained(tool: Any) -> bool:
 def declare_write_path(target: T, arg: str, root: Path) -> T:
     """Declare that a write tool changes the file named by its argument ``arg``, relative
     to ``root``: an approved plan's scope is then checked against that path."""
-    setattr(target, _PATHS, (arg, Path(root)))
+    return declare_write_paths(target, (arg,), root)
+
+
+def declare_write_paths(target: T, args: tuple[str, ...], root: Path | None = None) -> T:
+    """Declare the arguments that name the files a write tool changes, relative to
+    ``root`` (default: the workspace plangate was given). Every path is checked against
+    the approved scope and the protected paths before the call runs. No arguments
+    declares a tool that changes no file (its effect stays in the conversation, like a
+    todo list); a write tool that declares nothing is refused under a scoped plan, since
+    nothing says where it writes."""
+    setattr(target, _PATHS, (tuple(args), None if root is None else Path(root)))
     return target
 
 
-def write_path_of(tool: Any) -> tuple[str, Path] | None:
-    """The ``(argument, root)`` a write tool declared, if any."""
+def write_paths_of(tool: Any) -> tuple[tuple[str, ...], Path | None] | None:
+    """The ``(arguments, root)`` a write tool declared, if any."""
     declared = getattr(tool, _PATHS, None)
     if declared is None:
         declared = getattr(getattr(tool, "func", None), _PATHS, None)
     return declared
+
+
+def write_path_of(tool: Any) -> tuple[str, Path] | None:
+    """The ``(argument, root)`` of a write tool that declared exactly one path argument
+    and its root (``Write``, ``Edit``: a call changes one file, shown as a diff)."""
+    declared = write_paths_of(tool)
+    if declared is None or len(declared[0]) != 1 or declared[1] is None:
+        return None
+    return declared[0][0], declared[1]
