@@ -73,10 +73,10 @@ async def test_fix_14_the_approval_shows_the_scope_and_an_amendment_carries_the_
         assert approval.raw_input["scope"]["write"] == [STOCK]
         shown = texts(approval)
         assert "Scope: This plan may write `inventory/stock.py`; run `python -m pytest`" in shown
-        assert "- write inventory/stock.py\n- run python -m pytest\n- network: no" in shown
+        assert "- write `inventory/stock.py`\n- run `python -m pytest`\n- network: no" in shown
         # The drift: exactly what it wants outside the scope, and the file change as a diff.
         assert amend.title.startswith("Amend the plan's scope?")
-        assert "Outside the approved scope:\n- write .github/ci.yml\n\n" in texts(amend)
+        assert "Outside the approved scope:\n- write `.github/ci.yml`\n\n" in texts(amend)
         assert "- network" not in texts(amend)  # listed only when asked for
         assert [(o.option_id, o.kind) for o in amend_options][:2] == [
             ("approve", "allow_once"),

@@ -24,6 +24,7 @@ from plangate.models.demo import (
 )
 from plangate.plan import PlanStatus
 from plangate.plan.record import PendingRequest
+from plangate.plan.replies import KEEP_PLANNING_NOTE
 
 Decide = Callable[[PendingRequest], types.Content]
 ADDED = "Note the fix in CHANGELOG.md"
@@ -127,7 +128,7 @@ async def test_a_rejection_without_a_note_asks_what_to_change(
             asked.append(REVISE_QUESTION)
             return PlanSession.answer(request, "Keep the error message short")
         if request.kind == "exit" and request.revision == 1:
-            return PlanSession.reject(request, note="")
+            return PlanSession.reject(request, note=KEEP_PLANNING_NOTE)
         return plan_then(PlanSession.approve)(request)
 
     await drive(session, "Fix the failing test", decide)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from plangate.errors import ErrorCode
 from plangate.plan import (
     DEFAULT_WRITE_TOOL_NAMES,
     GatePolicy,
@@ -141,11 +142,29 @@ def test_rejection_keeps_note_and_edited_draft() -> None:
 
 
 def test_echoed_payload_does_not_make_summary_the_note() -> None:
+    """The request's own message echoed back is no note, and a rejection needs one."""
     record, _ = pending_approval()
     echoed = dict(record.pending[0].payload, status="rejected")
-    tr = t.apply_reply(record, call_id="x1", tool_name="exit_plan_mode", response=echoed, now=NOW)
-    assert tr.record.reviewer_note is None
+    with pytest.raises(ReplyIgnored, match="needs a note") as caught:
+        t.apply_reply(record, call_id="x1", tool_name="exit_plan_mode", response=echoed, now=NOW)
+    assert caught.value.reason_code == ErrorCode.INVALID_REPLY
+    noted = dict(echoed, reviewer_note="Split step 2")
+    tr = t.apply_reply(record, call_id="x1", tool_name="exit_plan_mode", response=noted, now=NOW)
+    assert tr.record.reviewer_note == "Split step 2"
     assert tr.record.suggested_content is None
+
+
+def test_a_plan_rejection_without_a_note_decides_nothing() -> None:
+    record, _ = pending_approval()
+    shown = record.pending[0]
+    for response in (
+        {"status": "rejected", "approval_id": shown.approval_id},
+        {"status": "rejected", "approval_id": shown.approval_id, "reviewer_note": "  "},
+    ):
+        with pytest.raises(ReplyIgnored, match="reviewer_note"):
+            t.apply_reply(
+                record, call_id="x1", tool_name="exit_plan_mode", response=response, now=NOW
+            )
 
 
 def test_echoed_pending_payload_is_ignored() -> None:

@@ -43,7 +43,7 @@ from acp.schema import (
 from google.adk.events import Event
 from google.genai import types
 
-from plangate.acp.markdown import data_table
+from plangate.acp.markdown import data_table, escaped, fenced
 from plangate.adk.capability import CONFIRMATION_CALL
 from plangate.adk.session import ModeState
 from plangate.plan.amendments import WAITING_STATUSES
@@ -190,17 +190,18 @@ def tool_kind(name: str) -> ToolKind:
 
 
 def tool_title(name: str, args: dict[str, Any]) -> str:
+    # Paths, patterns and commands are the model's: shown as written, never as Markdown.
     path = args.get("path")
     if name in ("Read", "Edit", "Write") and isinstance(path, str):
-        return f"{name} {path}"
+        return f"{name} {escaped(path)}"
     if name == "Glob":
-        where = f" in {path}" if isinstance(path, str) and path else ""
-        return f"Glob {args.get('pattern', '')}{where}"
+        where = f" in {escaped(path)}" if isinstance(path, str) and path else ""
+        return f"Glob {escaped(str(args.get('pattern', '')))}{where}"
     if name == "Grep":
-        where = f" in {path}" if isinstance(path, str) and path else ""
-        return f"Grep {args.get('pattern', '')!r}{where}"
+        where = f" in {escaped(path)}" if isinstance(path, str) and path else ""
+        return f"Grep {escaped(repr(args.get('pattern', '')))}{where}"
     if name == "Bash":
-        return f"Run {clip(str(args.get('command', '')), 80)}"
+        return f"Run {escaped(clip(str(args.get('command', '')), 80))}"
     if name == "enter_plan_mode":
         return "Enter Plan Mode"
     if name == "exit_plan_mode":
@@ -208,7 +209,7 @@ def tool_title(name: str, args: dict[str, Any]) -> str:
     if name == "update_plan_content":
         return f"Update the plan ({args.get('mode') or 'append'})"
     if name == "ask_user_question":
-        return clip(str(args.get("question", "")), 120) or "Question"
+        return escaped(clip(str(args.get("question", "")), 120)) or "Question"
     if name == "todo_write":
         return "Update todos"
     return name
@@ -273,7 +274,7 @@ def _summary(name: str, result: dict[str, Any]) -> str:
         return f"{len(paths)} paths\n" + "\n".join(paths[:50])
     if name == "Bash":
         output = (str(result.get("stdout") or "") + str(result.get("stderr") or "")).strip()
-        return f"exit {result.get('exit_code')}\n```\n{clip(output, _TEXT_LIMIT)}\n```"
+        return f"exit {result.get('exit_code')}\n{fenced(clip(output, _TEXT_LIMIT))}"
     if name in _DATA_RESULTS and isinstance(result.get("rows"), list):
         return _data_summary(name, result)
     if name == "lookup_values" and isinstance(result.get("values"), list):

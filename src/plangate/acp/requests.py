@@ -30,10 +30,13 @@ from acp.schema import (
 from google.genai import types
 
 from plangate.acp.mapping import clip, text_content
+from plangate.acp.markdown import code_span, escaped, fenced
 from plangate.adk.session import PlanSession
 from plangate.plan.record import PendingRequest, PlanRecord
+from plangate.plan.replies import KEEP_PLANNING_NOTE
 from plangate.plan.scope import Scope, scope_or_none
 from plangate.plan.scope_text import ScopeTextError, split_scope_block, with_scope_block
+from plangate.plan.visible import visible_text
 
 __all__ = [
     "APPROVE_ASK_EACH_EDIT",
@@ -89,7 +92,9 @@ class ToolCallFields:
                 "objective": payload.get("objective"),
                 "approval_id": request.approval_id,
             }
-            self.content = [text_content(content)] if content else []
+            # The plan as the model wrote it, as source: no heading, link or fence in it
+            # can look like plangate's own card.
+            self.content = [text_content(fenced(content, "markdown"))] if content else []
             self.content.append(text_content(scope_text(payload.get("scope"))))
             if plan_file is not None:
                 self.raw_input["plan_file"] = str(plan_file)
@@ -104,13 +109,17 @@ class ToolCallFields:
         elif request.kind == "enter":
             objective = str(payload.get("objective") or "")
             self.title = (
-                f"Enter Plan Mode: {clip(objective, 80)}" if objective else "Enter Plan Mode"
+                f"Enter Plan Mode: {escaped(clip(objective, 80))}"
+                if objective
+                else "Enter Plan Mode"
             )
             self.raw_input = {"objective": objective, "approval_id": request.approval_id}
-            self.content = [text_content(f"The agent asks to plan before acting: {objective}")]
+            self.content = [
+                text_content(f"The agent asks to plan before acting: {escaped(objective)}")
+            ]
         elif request.kind in ("amendment", "edit", "tool"):
             message = str(payload.get("message") or "")
-            self.title = clip(f"{payload.get('title') or 'Allow?'} {message}", 120)
+            self.title = escaped(clip(f"{payload.get('title') or 'Allow?'} {message}", 120))
             self.raw_input = {
                 "message": message,
                 "wants": payload.get("wants"),
@@ -119,12 +128,12 @@ class ToolCallFields:
                 "sha256": request.sha256,
                 "approval_id": request.approval_id,
             }
-            shown = [message]
+            shown = [escaped(message)]
             wants = scope_or_none(payload.get("wants"))
             if request.kind == "amendment" and wants is not None:
                 shown.append("Outside the approved scope:\n" + _scope_lines(wants, wanted=True))
             if payload.get("scope_summary"):
-                shown.append(f"Approved scope: {payload['scope_summary']}")
+                shown.append(f"Approved scope: {visible_text(str(payload['scope_summary']))}")
             self.content = [text_content("\n\n".join(shown))]
             change = payload.get("change")
             if isinstance(change, dict) and workspace is not None:
@@ -137,10 +146,10 @@ class ToolCallFields:
                 )
             elif payload.get("diff"):
                 self.kind = "edit"
-                self.content.append(text_content(str(payload["diff"])))
+                self.content.append(text_content(fenced(str(payload["diff"]), "diff")))
         else:
             question = str(payload.get("message") or "")
-            self.title = clip(question, 120) or "Question"
+            self.title = escaped(clip(question, 120)) or "Question"
             self.raw_input = {
                 "question": question,
                 "options": list(payload.get("options") or []),
@@ -188,15 +197,16 @@ def scope_text(value: Any) -> str:
             "Scope: none named. Approving lets the agent write anywhere in the workspace "
             "and run any command (in the sandbox)."
         )
-    return f"Scope: {scope.summary()}\n{_scope_lines(scope)}"
+    # The summary names each entry as inline code no entry can close.
+    return f"Scope: {visible_text(scope.summary())}\n{_scope_lines(scope)}"
 
 
 def _scope_lines(scope: Scope, *, wanted: bool = False) -> str:
     """Each entry of a scope, or (``wanted``) of what a call asks for beyond one."""
-    lines = [f"- write {path}" for path in scope.write]
-    lines += [f"- run {command}" for command in scope.commands]
-    lines += [f"- run exactly {command}" for command in scope.exact_commands]
-    lines += [f"- network for {command}" for command in scope.network_commands]
+    lines = [f"- write {code_span(path)}" for path in scope.write]
+    lines += [f"- run {code_span(command)}" for command in scope.commands]
+    lines += [f"- run exactly {code_span(command)}" for command in scope.exact_commands]
+    lines += [f"- network for {code_span(command)}" for command in scope.network_commands]
     if scope.network or not wanted:
         lines.append(f"- network: {'yes' if scope.network else 'no'}")
     return "\n".join(lines)
@@ -302,8 +312,8 @@ def reply_for(
                 request, content=content, scope=scope, permission="ask_each_edit"
             )
         if choice == "keep_planning":
-            # No note: the user named no change (the model is told the plan was rejected).
-            return PlanSession.reject(request, note="", content=content)
+            # The user named no change: the standard note says what they chose.
+            return PlanSession.reject(request, note=KEEP_PLANNING_NOTE, content=content)
     elif request.kind in ("amendment", "edit", "tool"):
         if choice == "approve":
             return PlanSession.approve(request)

@@ -25,6 +25,7 @@ from google.genai import types
 from plangate.errors import ErrorCode, error_code, is_error
 from plangate.models.demo_data import failure_text, next_data_step
 from plangate.plan.prompts import HOST_NOTE_PREFIX, PLAN_MODE_MARKER
+from plangate.plan.replies import KEEP_PLANNING_NOTE
 
 __all__ = ["DEMO_LABEL", "SURFACES", "DemoModel"]
 
@@ -204,7 +205,7 @@ def _next_step(request: LlmRequest, retry_hint: str = _RETRY_HINT) -> list[types
             return [_say("Approved. Implementing."), _call("todo_write", todos=items)]
         if status == "rejected":
             note = str(result.get("reviewer_note") or "").strip()
-            if not note:
+            if not note or note == KEEP_PLANNING_NOTE:
                 return [_call("ask_user_question", question=REVISE_QUESTION)]
             return _revise(done, note)
         if error:

@@ -21,6 +21,7 @@ from plangate.errors import CodedError, ErrorCode, error_result
 from plangate.plan.record import PlanRecord
 
 __all__ = [
+    "KEEP_PLANNING_NOTE",
     "REPLY_FIELDS",
     "REPLY_HINTS",
     "MatchedReply",
@@ -30,6 +31,11 @@ __all__ = [
     "reply_shape_problem",
 ]
 
+
+KEEP_PLANNING_NOTE = "Keep planning"
+"""The note a surface sends when the reviewer rejects a plan by choosing to keep planning
+without saying what should change (ACP's "Keep planning"): a rejection is always an
+explicit decision with a note, never an empty reply."""
 
 ReplyErrorCode = ErrorCode
 """The human-reply codes are members of the one ``ErrorCode`` enum: ``UNKNOWN_REQUEST``,

@@ -381,8 +381,15 @@ def _words(entry: str) -> tuple[str, ...]:
         return ()
 
 
+def _code(value: str) -> str:
+    """``value`` as inline code whose delimiters no backtick inside it can close."""
+    ticks = "`" * (max((len(run) for run in re.findall("`+", value)), default=0) + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{ticks}{pad}{value}{pad}{ticks}"
+
+
 def _listed(values: Sequence[str], limit: int = 6) -> str:
-    shown = ", ".join(f"`{v}`" for v in values[:limit])
+    shown = ", ".join(_code(v) for v in values[:limit])
     more = len(values) - limit
     return shown + (f" and {more} more" if more > 0 else "")
 

@@ -24,7 +24,12 @@ from plangate.plan.record import (
     PlanStatus,
     Revision,
 )
-from plangate.plan.replies import REPLY_HINTS, ReplyErrorCode, reply_shape_problem
+from plangate.plan.replies import (
+    KEEP_PLANNING_NOTE,
+    REPLY_HINTS,
+    ReplyErrorCode,
+    reply_shape_problem,
+)
 from plangate.plan.scope import Scope, ScopeError, parse_permission, parse_scope, plan_sha256
 
 __all__ = [
@@ -582,6 +587,14 @@ def apply_reply(
     if status not in ("approved", "rejected"):
         raise ReplyIgnored(f"status must be 'approved' or 'rejected', got {status!r}")
     _check_binding(pending, response)
+    if pending.kind == "exit" and status == "rejected" and _note(pending, response) is None:
+        # A plan is rejected only by a reviewer who said so in words: an empty rejection
+        # (or the request's own payload echoed back) decides nothing.
+        raise ReplyIgnored(
+            "a rejection of the plan needs a note ('reviewer_note') saying what should "
+            f"change, or {KEEP_PLANNING_NOTE!r}; nothing was decided",
+            ReplyErrorCode.INVALID_REPLY,
+        )
     if pending.kind == "enter":
         return _resolve_enter(record, pending, response, now=now, actor=actor)
     if pending.kind in ("amendment", "edit", "tool"):
