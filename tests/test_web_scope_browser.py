@@ -447,3 +447,43 @@ def test_the_demo_on_plangate_serve_pauses_its_fix_for_the_reviewer(
         decide(amendment, "Refuse")
         page.locator(".msg.assistant", has_text="You refused the edit").wait_for()
         assert stock.read_text() == before
+
+
+def test_exact_and_network_grants_are_shown_edited_and_kept(site: Site, page: Any) -> None:
+    """Commands granted exactly as shown and the network for one command are rows of the
+    scope and fields of its editor; an amendment approved with the reviewer's edit keeps
+    them (the page sent the scope back without them, and they were lost)."""
+    scope = {**SCOPE, "exact_commands": ["make lint"], "network_commands": ["make lint"]}
+    site.model.add(
+        [call("update_plan_content", content=PLAN, mode="replace", scope=scope)],
+        [call("exit_plan_mode", summary="Fix the guard")],
+        [call("Bash", command="rm -rf build")],
+        [call("Write", path=DRIFT, content="- noted\n")],
+        [text("Noted.")],
+    )
+    open_thread(page, site.url, "t-exact")
+    approval = plan_and_say(page, "fix the guard")
+    rows = [r.split("\n") for r in approval.locator(".scope-list .scope-row").all_inner_texts()]
+    assert ["May run exactly", "make lint"] in rows
+    assert ["Network only for", "make lint"] in rows
+    approval.locator(".scope-editor summary").click()
+    assert approval.locator("textarea.scope-exact").input_value() == "make lint"
+    assert approval.locator("textarea.scope-network-commands").input_value() == "make lint"
+    shot(page, "10-exact-grants")
+    decide(approval, "Approve")
+    command = page.locator(".card.amendment", has_text="rm -rf build")
+    command.wait_for()
+    ended = runs_ended(page)
+    decide(command, "Approve amendment")
+    wait_runs(page, ended + 1)
+    write = page.locator(".card.amendment", has_text=DRIFT)
+    write.wait_for()
+    write.locator(".scope-editor summary").click()
+    write.locator("textarea.scope-write").fill(f"{DRIFT}\ndocs/")
+    decide(write, "Approve amendment")
+    page.locator(".msg.assistant", has_text="Noted.").wait_for()
+    assert (site.workspace / DRIFT).read_text() == "- noted\n"
+    assert page.locator("#plan-meta .plan-scope").inner_text() == (
+        f"Scope\nThis plan may write {STOCK}, {DRIFT}, docs/**; run python -m pytest; "
+        "run exactly make lint, rm -rf build; the network only for make lint."
+    )

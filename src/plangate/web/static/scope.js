@@ -1,5 +1,6 @@
 // plangate web UI: the approved plan as a capability. What a plan's scope grants (files and
-// globs it may write, command prefixes it may run, the network), the reviewer's edit of it,
+// globs it may write, command prefixes it may run, commands granted exactly as shown, the
+// network for every command or for some), the reviewer's edit of it,
 // the permission chosen at approval, and the cards for a call that needs more than the
 // scope (an amendment), a file write under review ("ask for each edit") and a tool call the
 // policy file asks about. Published as window.plangateScope for app.js; nothing here talks
@@ -26,19 +27,25 @@
       .filter(Boolean);
   }
 
+  // Every part of a scope, so an edit sends back what it did not touch: the commands an
+  // approved amendment granted exactly as shown, and those granted the network alone.
+  const LISTS = ["write", "commands", "exact_commands", "network_commands"];
+
   function normal(scope) {
     const s = scope || {};
-    return { write: [...(s.write || [])], commands: [...(s.commands || [])], network: Boolean(s.network) };
+    const out = {};
+    for (const name of LISTS) out[name] = [...(s[name] || [])];
+    out.network = Boolean(s.network);
+    return out;
   }
 
   function union(a, b) {
     const x = normal(a);
     const y = normal(b);
-    return {
-      write: [...new Set([...x.write, ...y.write])],
-      commands: [...new Set([...x.commands, ...y.commands])],
-      network: x.network || y.network,
-    };
+    const out = {};
+    for (const name of LISTS) out[name] = [...new Set([...x[name], ...y[name]])];
+    out.network = x.network || y.network;
+    return out;
   }
 
   // ---------------------------------------------------------------- reading a scope
@@ -59,7 +66,10 @@
       { class: "scope-list", role: "group", "aria-label": label || "Scope" },
       asked && !s.write.length ? null : row("May write", s.write, "no file"),
       asked && !s.commands.length ? null : row("May run", s.commands, "no command"),
-      asked && !s.network ? null : row("Network", [], s.network ? "yes" : "no")
+      // Grants only amendments add: a row when there are any.
+      s.exact_commands.length ? row("May run exactly", s.exact_commands, "") : null,
+      asked && !s.network ? null : row("Network", [], s.network ? "yes" : "no"),
+      s.network_commands.length ? row("Network only for", s.network_commands, "") : null
     );
   }
 
@@ -81,18 +91,28 @@
     const start = normal(scope);
     const write = el("textarea", { class: "scope-write mono", rows: 3, spellcheck: "false", "aria-label": "Files and globs it may write, one a line" });
     const commands = el("textarea", { class: "scope-commands mono", rows: 2, spellcheck: "false", "aria-label": "Command prefixes it may run, one a line" });
+    const exact = el("textarea", { class: "scope-exact mono", rows: 2, spellcheck: "false", "aria-label": "Commands it may run exactly as written, one a line" });
+    const networkCommands = el("textarea", { class: "scope-network-commands mono", rows: 2, spellcheck: "false", "aria-label": "Commands that may use the network, one a line" });
     const network = el("input", { type: "checkbox", class: "scope-network" });
     write.value = start.write.join("\n");
     commands.value = start.commands.join("\n");
+    exact.value = start.exact_commands.join("\n");
+    networkCommands.value = start.network_commands.join("\n");
     network.checked = start.network;
-    const value = () => ({ write: lines(write.value), commands: lines(commands.value), network: network.checked });
+    const value = () => ({
+      write: lines(write.value),
+      commands: lines(commands.value),
+      exact_commands: lines(exact.value),
+      network_commands: lines(networkCommands.value),
+      network: network.checked,
+    });
     const changed = () => JSON.stringify(value()) !== JSON.stringify(start);
     const marker = el("span", { class: "scope-edited", hidden: true, text: "edited" });
     const update = () => {
       marker.hidden = !changed();
       if (onchange) onchange();
     };
-    for (const field of [write, commands, network]) field.addEventListener("input", update);
+    for (const field of [write, commands, exact, networkCommands, network]) field.addEventListener("input", update);
     const node = el(
       "details",
       { class: "scope-editor" },
@@ -101,7 +121,11 @@
       write,
       el("label", { class: "tool-label" }, "Commands it may run (prefixes, one a line: ", code("python -m pytest"), " covers ", code("python -m pytest -q tests"), ")"),
       commands,
-      el("label", { class: "scope-network-label" }, network, " It may use the network")
+      el("label", { class: "tool-label" }, "Commands it may run exactly as written (one a line: ", code("rm -rf build"), " covers nothing longer)"),
+      exact,
+      el("label", { class: "scope-network-label" }, network, " It may use the network (every command)"),
+      el("label", { class: "tool-label" }, "Or only these commands may use the network (exactly as written, one a line)"),
+      networkCommands
     );
     return { node, value, changed };
   }
