@@ -186,7 +186,8 @@ async def test_keep_planning_rejects_then_the_revised_plan_is_approved(
     async with editor(tmp_path, workspace, database_url, capabilities=FORMS) as (client, conn):
         await planning_session(client, conn, workspace)
 
-        # Keep planning names no change, so the demo asks what should change.
+        # Keep planning names no change (its note says only that), so the demo asks what
+        # should change.
         change = "Also cover reserving exactly what is on hand"
         client.elicited_answers.append({"text": change})
         stop = await prompt(
@@ -207,7 +208,8 @@ async def test_keep_planning_rejects_then_the_revised_plan_is_approved(
         assert f"3. {change}\n" in second.raw_input["plan"], "the answer is a step of the plan"
         [kept] = client.results(first.tool_call_id)
         assert kept.raw_output["status"] == "rejected"
-        assert kept.raw_output["reviewer_note"] is None
+        # The reviewer's choice, as its standard note: a rejection is never empty.
+        assert kept.raw_output["reviewer_note"] == "Keep planning"
         assert kept.raw_output["plan"]["status"] == "drafting"
         assert "kept planning" in kept.content[0].content.text.lower()
         assert client.modes() == ["plan", "default"]
