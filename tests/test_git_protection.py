@@ -30,6 +30,7 @@ from plangate.agent.coding_agent import build_coding_agent
 from plangate.agent.workspace import copy_sample_workspace
 from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.sandbox import git_guard
+from sandbox_support import use_sandbox
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "a",
@@ -65,6 +66,12 @@ ATTACKS: dict[str, str] = {
     "worktree whose commondir points at a copy": _SHADOW
     + "git worktree add -q wt && echo ../../../shadow > .git/worktrees/wt/commondir",
 }
+
+
+@pytest.fixture(params=["sandbox", "landlock", "parser-only"])
+def sandbox_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each case under bubblewrap (``sandbox``), Landlock and the parser alone."""
+    yield from use_sandbox(request.param, monkeypatch)
 
 
 @pytest.fixture
