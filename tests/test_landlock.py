@@ -275,3 +275,35 @@ def test_landlock_holds_for_an_unprivileged_user(
     assert lines[:2] == ["65534", "NoNewPrivs:"] and "1024" in lines and "ok" in lines, done
     assert "WROTE-OUTSIDE" not in done.stdout and "WROTE-WORKSPACE" not in done.stdout
     assert not (outside / "pwned").exists() and not (ws / "pwned").exists()
+
+
+# ------------------------------------------------------------------------ selection
+
+
+async def test_without_a_sandbox_or_an_opt_out_commands_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A choice that gives no sandbox (here an unknown one) refuses commands with a
+    code; it never runs them unsandboxed. Only ``off`` runs them with the parser."""
+    from plangate.agent.bash_tool import bash_tool
+    from plangate.agent.workspace import Workspace
+    from plangate.policy.authority import Authority, use_authority
+    from plangate.sandbox import sandbox_status
+
+    tool = bash_tool(Workspace(tmp_path), timeout_s=30, max_chars=1000)
+    monkeypatch.setenv("PLANGATE_SANDBOX", "nonsense")
+    sandbox_status.cache_clear()
+    try:
+        status = sandbox_status()
+        assert status.refuses and not status.available and "nonsense" in status.detail
+        with use_authority(Authority(planning=False)):
+            refused = await tool(command="touch ran")
+        assert refused["code"] == "SANDBOX_UNAVAILABLE", refused
+        assert not (tmp_path / "ran").exists()
+        monkeypatch.setenv("PLANGATE_SANDBOX", "off")
+        sandbox_status.cache_clear()
+        with use_authority(Authority(planning=False)):
+            ran = await tool(command="touch ran")
+        assert ran["exit_code"] == 0 and (tmp_path / "ran").exists()
+    finally:
+        sandbox_status.cache_clear()
