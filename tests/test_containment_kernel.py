@@ -329,3 +329,25 @@ async def test_the_process_cap_binds_root(workspace: Path, sandbox: None) -> Non
     assert refused or "Resource temporarily unavailable" in err, (out, err)
     started = int(out.split()[-1]) if refused else 0
     assert started < 20, out
+
+
+async def test_no_cgroup_outlives_its_command_or_its_process(workspace: Path) -> None:
+    """Each command's cgroup is removed after it, and one left by a plangate process
+    that was killed is removed by the next one that starts."""
+    parent = pids_cgroup_parent()
+    if parent is None or not ROOT:
+        pytest.skip("no pids cgroup for commands here")
+    # A pid above the kernel's largest (pid_max is at most 4194304) never runs.
+    stale = parent / "plangate-4194999-0"
+    stale.mkdir()
+    spec = SandboxSpec(Profile.PLANNING, workspace)
+    await run_command("true", spec, timeout_s=60, keep_bytes=1024)
+    mine = f"plangate-{os.getpid()}-"
+    for _ in range(200):  # the removal runs after the call returned
+        if not [p for p in parent.iterdir() if p.name.startswith(mine)]:
+            break
+        await asyncio.sleep(0.05)
+    assert not [p for p in parent.iterdir() if p.name.startswith(mine)]
+    pids_cgroup_parent.cache_clear()
+    assert pids_cgroup_parent() == parent
+    assert not stale.exists()

@@ -68,8 +68,30 @@ def pids_cgroup_parent() -> Path | None:
         return None
     for parent in _own_cgroups(text):
         if parent.is_dir() and _usable(parent):
+            _sweep(parent)
             return parent
     return None
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the empty cgroups left by plangate processes that have ended (one killed
+    before its last removal ran); a cgroup with processes in it stays."""
+    for child in parent.glob("plangate-*-*"):
+        owner = child.name.split("-")[1]
+        if not owner.isdigit() or _alive(int(owner)):
+            continue
+        with contextlib.suppress(OSError):
+            child.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def make_pids_cgroup(processes: int, parent: Path | None = None) -> Path | None:

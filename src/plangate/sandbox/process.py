@@ -176,7 +176,9 @@ async def run_command(
             os.close(fd)
         if cgroup is not None:
             # Off the call's path: removing a cgroup waits for the kernel to release it.
-            cleanup = asyncio.ensure_future(asyncio.to_thread(remove_cgroup, cgroup))
+            # Submitted now (not at a task's first step), so it runs even when the loop
+            # closes right after this call.
+            cleanup = asyncio.get_running_loop().run_in_executor(None, remove_cgroup, cgroup)
             _cleanups.add(cleanup)
             cleanup.add_done_callback(_cleanups.discard)
         if private_tmp is not None:
