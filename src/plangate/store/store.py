@@ -41,6 +41,7 @@ from plangate.store.storable import keep_text_storable, storable_json
 from plangate.store.urls import ensure_sqlite_folder, redacted, resolve_database_url
 
 if TYPE_CHECKING:
+    from plangate.store.file_guard import FileIdentity
     from plangate.store.fresh import SqliteReader
     from plangate.store.postgres import PostgresDocuments
     from plangate.store.writes import SqliteWriter
@@ -231,6 +232,8 @@ class Store:
         """The one-hop commit path of a SQLite file (see ``plangate.store.writes``)."""
         self.postgres: PostgresDocuments | None = None
         """Document reads and commits on asyncpg directly (see ``plangate.store.postgres``)."""
+        self.identity: FileIdentity | None = None
+        """The SQLite file opened, checked before every transaction and lock-free read."""
 
     @classmethod
     async def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
@@ -256,6 +259,7 @@ class Store:
             _use_immediate_transactions(engine)
             identity = guard_sqlite_file(engine, url)
         store = cls(engine, url)
+        store.identity = identity
         try:
             if migrate:
                 await store._migrate()
@@ -263,6 +267,8 @@ class Store:
                 await store.ping()
         except Exception as exc:
             await engine.dispose()
+            if identity is not None:
+                identity.close()
             raise database_error(exc, store.name) from None
         path = make_url(url).database if is_sqlite else None
         if migrate and path and path != ":memory:" and not path.startswith("file:"):
@@ -311,6 +317,13 @@ class Store:
             await self.postgres.close()
             self.postgres = None
         await self.engine.dispose()
+        if self.identity is not None:
+            self.identity.close()
+
+    def _check_file(self) -> None:
+        """``DatabaseError`` if the SQLite file (or its log) is gone, replaced or damaged."""
+        if self.identity is not None:
+            self.identity.check()
 
     @property
     def is_sqlite(self) -> bool:
@@ -329,6 +342,7 @@ class Store:
         if self.reader is not None:
             from plangate.store.fresh import ReaderBusy
 
+            self._check_file()
             try:
                 row = self.reader.row(kind, key)
             except ReaderBusy:
@@ -351,6 +365,7 @@ class Store:
         if self.reader is not None:
             from plangate.store.fresh import ReaderBusy
 
+            self._check_file()
             try:
                 rows = self.reader.rows(wanted)
             except ReaderBusy:
@@ -380,6 +395,7 @@ class Store:
 
             from plangate.store.fresh import is_busy
 
+            self._check_file()  # never served from a file that is gone or damaged
             try:
                 with ExitStack() as opened:
                     reader = self.reader
