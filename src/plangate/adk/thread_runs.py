@@ -26,12 +26,22 @@ from plangate.adk.setup import plan_runtime
 from plangate.store.fence import Fence, current_fence, fence_writes, unfenced
 from plangate.store.lease_keeper import LeaseKeeper
 from plangate.store.leases import Lease, LeaseHeld, RunLeases
-from plangate.store.recovery import interrupt_runs, stale_runs, sweep_lease
+from plangate.store.recovery import (
+    interrupt_runs,
+    release_closing_runs,
+    stale_runs,
+    sweep_lease,
+)
 from plangate.store.shared import shared_store
 
 __all__ = ["INTERRUPTED_REASON", "Lease", "LeaseHeld", "ThreadRuns"]
 
 logger = logging.getLogger(__name__)
+
+ENDED_REASON = (
+    "the run ended without closing (a new message superseded it while it waited, or an "
+    "error ended it); send a message to continue"
+)
 
 INTERRUPTED_REASON = (
     "the server running it stopped before the run ended; send a message to continue"
@@ -126,7 +136,9 @@ class ThreadRuns:
                 lease.thread_key,
             )
             return
-        await (await self.leases()).release(lease)
+        store = (await self.leases()).store
+        with unfenced():
+            await release_closing_runs(store, lease, actor="plangate", reason=ENDED_REASON)
 
     async def _check_fence(
         self, tool: Any, args: dict[str, Any], tool_context: Any

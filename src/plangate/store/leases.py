@@ -38,6 +38,7 @@ __all__ = [
     "RunLeases",
     "claim_seen",
     "lease_seconds",
+    "release_in",
 ]
 
 DEFAULT_LEASE_SECONDS = 15.0
@@ -228,6 +229,12 @@ class RunLeases:
                 await conn.execute(select(run_leases).where(run_leases.c.expires_at <= now))
             ).all()
         return [Lease(row.thread_key, row.run_id, row.holder, row.expires_at) for row in rows]
+
+
+async def release_in(tx: Transaction, lease: Lease) -> None:
+    """Delete ``lease`` inside ``tx`` if this holder's run still has it."""
+    held = {"thread_key": lease.thread_key, "holder": lease.holder, "run_id": lease.run_id}
+    await changed(tx.connection, _RELEASE, held)
 
 
 async def claim_seen(tx: Transaction, seen: Lease) -> bool:

@@ -16,12 +16,19 @@ from typing import Any, cast
 from sqlalchemy import select
 
 from plangate.journal.events import JournalEvent
-from plangate.store.leases import Lease, claim_seen
+from plangate.store.leases import Lease, claim_seen, release_in
 from plangate.store.protocol_state import RUN_KIND
 from plangate.store.schema import documents, run_leases
 from plangate.store.store import Conflict, Store, Transaction
 
-__all__ = ["PLAN_STATE_KIND", "StaleRun", "interrupt_runs", "stale_runs", "sweep_lease"]
+__all__ = [
+    "PLAN_STATE_KIND",
+    "StaleRun",
+    "interrupt_runs",
+    "release_closing_runs",
+    "stale_runs",
+    "sweep_lease",
+]
 
 PLAN_STATE_KIND = "plan_state"
 INTERRUPTED_EVENT = "protocol.run.interrupted"
@@ -126,6 +133,26 @@ async def sweep_lease(store: Store, seen: Lease, *, actor: str, reason: str) -> 
             for run in runs:
                 await _interrupt(tx, run, actor=actor, reason=reason)
     except Conflict:
+        return []
+    return [run.key for run in runs]
+
+
+async def release_closing_runs(store: Store, lease: Lease, *, actor: str, reason: str) -> list[str]:
+    """Release ``lease`` and, in the same transaction, mark ``interrupted`` the runs of
+    its thread still ``running`` although the session waits for no reply: a run a new
+    message superseded while it waited, or one a database error ended before it could
+    write its outcome. The run holding the lease is over, so nothing else may still run
+    on the thread; once the lease is gone no sweep would ever find them. Returns the run
+    keys marked (a run written meanwhile leaves them all for a later sweep)."""
+    try:
+        async with store.transaction() as tx:
+            runs = await _running_runs(tx, lease.thread_key)
+            for run in runs:
+                await _interrupt(tx, run, actor=actor, reason=reason)
+            await release_in(tx, lease)
+    except Conflict:
+        async with store.transaction() as tx:
+            await release_in(tx, lease)
         return []
     return [run.key for run in runs]
 
