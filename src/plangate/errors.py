@@ -106,7 +106,6 @@ class ErrorCode(StrEnum):
     DATABASE_MISSING = "DATABASE_MISSING"  # no database of that name on the server
     DATABASE_UNKNOWN_HOST = "DATABASE_UNKNOWN_HOST"  # the host name does not resolve
     DATABASE_GONE = "DATABASE_GONE"  # the database file was deleted or replaced in use
-    DATABASE_CORRUPT = "DATABASE_CORRUPT"  # its header or its WAL file was damaged in use
     DATABASE_SCHEMA_NEWER = "DATABASE_SCHEMA_NEWER"  # written by a newer plangate
     DATABASE_TABLE_MISSING = "DATABASE_TABLE_MISSING"  # a table was dropped
     DATABASE_CORRUPT = "DATABASE_CORRUPT"  # the file is not a database, or is damaged
