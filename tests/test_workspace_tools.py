@@ -7,9 +7,11 @@ import os
 import re
 import shlex
 import stat
+import subprocess
 import sys
 import time
 import tracemalloc
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -559,17 +561,28 @@ async def test_bash_timeout_kills_process_group(call, root: Path):
 
 
 async def test_bash_cancellation_kills_the_command(tools, tool_context, root: Path):
+    # Cancelled once the command is surely running (not after a fixed 0.2 s, which a
+    # loaded machine can stretch past the whole command); then its sleep must be gone.
+    marker = f"plangate-cancel-{uuid.uuid4().hex[:8]}"
     task = asyncio.create_task(
         tools["Bash"].run_async(
-            args={"command": "sleep 0.5 && touch survived", "timeout_s": 20},
+            args={"command": f"touch started; (exec -a {marker} sleep 30); touch survived"},
             tool_context=tool_context,
         )
     )
-    await asyncio.sleep(0.2)
+    for _ in range(600):
+        if (root / "started").exists():
+            break
+        await asyncio.sleep(0.05)
+    assert (root / "started").exists()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.8)
+    for _ in range(200):
+        if subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode != 0:
+            break
+        await asyncio.sleep(0.05)
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode != 0
     assert not (root / "survived").exists()
 
 
