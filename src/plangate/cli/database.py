@@ -7,7 +7,26 @@ import sys
 
 from plangate.store.errors import DatabaseError
 
-__all__ = ["check_database", "prepare_or_report"]
+__all__ = ["check_database", "existing_database", "prepare_or_report"]
+
+
+def existing_database(prog: str, url: str | None) -> str | int:
+    """The resolved URL of a database that must already exist (commands that only read:
+    an embedded file is never created by them); else print one line and return 2."""
+    from plangate.store.urls import resolve_database_url, sqlite_path
+
+    try:
+        resolved = resolve_database_url(url)
+    except ValueError as exc:
+        print(f"plangate {prog}: {exc}", file=sys.stderr)
+        return 2
+    path = sqlite_path(resolved)
+    if path is not None and not path.is_file():
+        # A read from the wrong folder would otherwise leave an empty database behind
+        # and report nothing, as if the database were empty.
+        print(f"plangate {prog}: no database at {path}", file=sys.stderr)
+        return 2
+    return resolved
 
 
 async def prepare_or_report(prog: str, url: str | None) -> int | None:

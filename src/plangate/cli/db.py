@@ -62,20 +62,14 @@ def run_db(args: argparse.Namespace) -> int:
 
 async def _check(args: argparse.Namespace) -> int:
     from plangate.adk.database import ADK_TABLES, DatabaseError, prepare_database
+    from plangate.cli.database import existing_database
     from plangate.store.health import check_database, repair_database
     from plangate.store.schema import SCHEMA_VERSION
     from plangate.store.store import Store, refuse_foreign
-    from plangate.store.urls import resolve_database_url, sqlite_path
 
-    try:
-        url = resolve_database_url(args.database_url)
-    except ValueError as exc:
-        print(f"plangate db check: {exc}", file=sys.stderr)
-        return 2
-    path = sqlite_path(url)
-    if path is not None and not path.exists():
-        print(f"plangate db check: no database at {path}", file=sys.stderr)
-        return 2
+    url = existing_database("db check", args.database_url)
+    if isinstance(url, int):
+        return url
     try:
         store = await Store.open(url, migrate=False)
     except DatabaseError as exc:

@@ -57,20 +57,12 @@ def run_export(args: argparse.Namespace) -> int:
 
 async def _write(database_url: str | None, selection: Any, out: TextIO) -> int:
     from plangate.adk.audit import export_journal
+    from plangate.cli.database import existing_database
     from plangate.store.errors import DatabaseError
-    from plangate.store.urls import resolve_database_url, sqlite_path
 
-    try:
-        url = resolve_database_url(database_url)
-    except ValueError as exc:
-        print(f"plangate journal export: {exc}", file=sys.stderr)
-        return 2
-    path = sqlite_path(url)
-    if path is not None and not path.is_file():
-        # Reading must not create: an export from the wrong folder would otherwise
-        # leave an empty database behind and print nothing, as if the journal were empty.
-        print(f"plangate journal export: no database at {path}", file=sys.stderr)
-        return 2
+    url = existing_database("journal export", database_url)
+    if isinstance(url, int):
+        return url
     try:
         async for line in export_journal(url, selection):
             out.write(line + "\n")
