@@ -219,9 +219,11 @@ async def run_stdio(agent: Agent) -> None:
 
 
 def _is_stream(fd: int) -> bool:
-    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal."""
+    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal. Other
+    character devices (``/dev/null``) cannot be watched (epoll refuses them, and the
+    SDK's reader then failed with a traceback and hung); they are read like a file."""
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 async def _feed_from_file(reader: asyncio.StreamReader, fd: int) -> None:

@@ -37,26 +37,6 @@ def add_acp_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _stdio_problem() -> str | None:
-    """Why standard input cannot carry ACP, or None. The editor talks JSON-RPC through a
-    pipe (or a socket, or a terminal when a person tries it out); a file or ``/dev/null``
-    cannot be watched for input, and the SDK's reader then fails with a traceback and
-    leaves the process hanging."""
-    import os
-    import stat
-
-    try:
-        mode = os.fstat(sys.stdin.fileno()).st_mode
-    except (OSError, ValueError):
-        return "standard input is closed; an editor starts plangate acp with a pipe"
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty():
-        return None
-    return (
-        "standard input is a file, not a pipe; plangate acp speaks ACP (JSON-RPC) with "
-        "an editor that starts it (e.g. Zed's agent_servers setting)"
-    )
-
-
 def run_acp(args: argparse.Namespace) -> int:
     import asyncio
     import logging
@@ -75,11 +55,6 @@ def run_acp(args: argparse.Namespace) -> int:
     failed = check_database("acp", database_url)
     if failed is not None:
         return failed
-    # After the database: a bad URL is the more useful line when both are wrong.
-    problem = _stdio_problem()
-    if problem is not None:
-        print(f"plangate acp: {problem}", file=sys.stderr)
-        return 2
     workspace = None
     if args.workspace:
         workspace = Path(args.workspace).expanduser().resolve()
