@@ -81,12 +81,14 @@ async def test_fix_12_3_nul_in_user_text_reply_and_tool_arguments_keeps_the_turn
     runner = build_runner(make_agent(model), database_url=database_url, app_name="nul")
     session = await PlanSession.open(runner, session_id="s1")
     model.add(
-        [text(f"reply{NUL}1"), call("Write", path=f"f{NUL}.txt", content=f"x{NUL}y")],
+        # NUL in a text argument; a path with NUL names no file, and the authority
+        # refuses it before the tool runs (INVALID_ARGS).
+        [text(f"reply{NUL}1"), call("Write", path="f.txt", content=f"x{NUL}y")],
         [text(f"done{NUL}")],
     )
     events = [event async for event in session.run(f"write{NUL}it \ud800")]
     path, content = WRITES[0]
-    assert (path, content) == ("f\x00.txt", "x\x00y")  # the tool got what the model sent
+    assert (path, content) == ("f.txt", "x\x00y")  # the tool got what the model sent
     assert f"done{NUL}" in _texts(events)  # the live stream is not altered
 
     # A new runner on the same database reads the turn back, cleaned.
