@@ -39,7 +39,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ag_ui.core import PROTOCOL_VERSION, BaseEvent, RunAgentInput
+from ag_ui.core import PROTOCOL_VERSION, BaseEvent, RunAgentInput, RunErrorEvent
 from google.adk.agents import LlmAgent
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.runners import Runner
@@ -64,6 +64,7 @@ from plangate.adk.setup import plan_runtime
 from plangate.adk.thread_events import READY, Subscription, ThreadEvents, change_note
 from plangate.adk.thread_runs import Lease, LeaseHeld, ThreadRuns
 from plangate.errors import ErrorCode
+from plangate.store.fence import LeaseLost
 from plangate.store.leases import new_holder
 from plangate.store.storable import clean_parameters
 from plangate.store.urls import resolve_database_url, sqlite_path
@@ -413,6 +414,11 @@ async def agent(request: Request) -> Response:
             async for event in run_events(
                 session, prepared, thread_id=thread_id, run_id=run_input.run_id
             ):
+                if isinstance(event, RunErrorEvent) and await _lost_lease(web):
+                    # A run that woke after losing its thread can fail in ADK's own
+                    # stale-session check before plangate's fence refuses it: the
+                    # reason is still the lost lease.
+                    event = lease_lost_event()
                 emit(event)
         except asyncio.CancelledError:
             if lost:
@@ -867,6 +873,17 @@ def _deeper_than(value: Any, limit: int) -> bool:
                 return True
             children = item.values() if isinstance(item, dict) else item
             todo.extend((child, depth + 1) for child in children)  # pyright: ignore[reportUnknownArgumentType,reportUnknownVariableType]
+    return False
+
+
+async def _lost_lease(web: WebState) -> bool:
+    """Whether this run's lease belongs to another holder now."""
+    try:
+        await web.threads.check_lease()
+    except LeaseLost:
+        return True
+    except Exception:  # the database is away: the run's own error says so
+        return False
     return False
 
 
