@@ -31,6 +31,7 @@ from plangate.models.scripted import ScriptedLlm, call, text
 from plangate.plan.amendments import MAX_AMENDMENTS_PER_STEP
 from plangate.plan.replies import ReplyError, ReplyErrorCode
 from plangate.policy.effects import Effect, declare_effect
+from test_tool_authority import POLICY  # save_report writes by path; fetch_page is network
 
 PLAN = "1. Fix the stock rounding in inventory/stock.py\n2. Add a test\n"
 SCOPE: dict[str, Any] = {
@@ -266,20 +267,6 @@ async def ask_each_edit_via_shell(sample: Path, tmp_path: Path) -> None:
     assert review.kind == "edit" and stock.read_text() == before
 
 
-SAVE_REPORT_POLICY = """
-version = 1
-
-[[tool]]
-name = "save_report"
-effect = "write"
-acting = "allow"
-paths = { arg = "path" }
-
-[[tool]]
-name = "fetch_page"
-effect = "network"
-acting = "allow"
-"""
 WRITTEN: list[str] = []
 
 
@@ -303,7 +290,7 @@ def dump_config(file: str, text: str) -> dict[str, Any]:
 
 async def policy_tool_outside_scope(sample: Path, tmp_path: Path) -> None:
     WRITTEN.clear()
-    run = await _planned(sample, tmp_path, tools=[save_report], policy=SAVE_REPORT_POLICY)
+    run = await _planned(sample, tmp_path, tools=[save_report], policy=POLICY)
     run.model.add([call("save_report", path="reports/q1.md", text="x")])
     await run.approve_plan()
     (request,) = await run.pending()
@@ -313,7 +300,7 @@ async def policy_tool_outside_scope(sample: Path, tmp_path: Path) -> None:
 
 async def network_tool_under_no_network(sample: Path, tmp_path: Path) -> None:
     WRITTEN.clear()
-    run = await _planned(sample, tmp_path, tools=[fetch_page], policy=SAVE_REPORT_POLICY)
+    run = await _planned(sample, tmp_path, tools=[fetch_page], policy=POLICY)
     run.model.add([call("fetch_page", url="https://example.com")], [text("done")])
     (result,) = tool_results(await run.approve_plan(), "fetch_page")
     assert result["code"] == "OUTSIDE_SCOPE" and WRITTEN == []
