@@ -244,6 +244,16 @@ async def test_fix_12_1_a_postgres_database_that_goes_away_is_reported(tmp_path:
         await admin.close()
 
 
+def _main_in_process(
+    capsys: pytest.CaptureFixture[str], *argv: str
+) -> subprocess.CompletedProcess[str]:
+    """``plangate ARGV`` in this process (a surface's subprocess start costs seconds):
+    main() returns the exit code; an exception escaping it is the traceback a user sees."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(list(argv), code, out, err)
+
+
 _CASE_NAMES = (
     "under a file",
     "in /proc",
@@ -288,12 +298,8 @@ def test_a_bad_database_path_or_url_is_one_line_and_exit_2(
     url, word = _bad_database_urls(tmp_path)[case]
     if command == ("db", "check") and case in ("under a file", "in /proc"):
         word = "no database at"  # check only reads: a file that is not there is missing
-    # In-process (each surface's subprocess start costs seconds): main() returns the exit
-    # code; an exception escaping it would be the traceback a user sees.
     monkeypatch.chdir(tmp_path)
-    code = main([*command, "--database-url", url])
-    out, err = capsys.readouterr()
-    result = subprocess.CompletedProcess(command, code, out, err)
+    result = _main_in_process(capsys, *command, "--database-url", url)
     line = assert_one_line_exit_2(result, f"plangate {' '.join(command)}:", word)
     assert "SELECT" not in line and "Error" not in line, line
     assert not (tmp_path / ".plangate").exists()  # nothing was created in the folder
@@ -346,10 +352,8 @@ def test_another_applications_database_is_refused_before_anything_is_written(
     )
     assert planted == {"invoices", "customers"}
     monkeypatch.chdir(tmp_path)
-    code = main([*command, "--database-url", database_url])
-    out, err = capsys.readouterr()
     assert_one_line_exit_2(
-        subprocess.CompletedProcess(command, code, out, err),
+        _main_in_process(capsys, *command, "--database-url", database_url),
         f"plangate {' '.join(command)}:",
         "another application's tables (customers, invoices)",
         "database of its own",
