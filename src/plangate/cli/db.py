@@ -65,7 +65,7 @@ async def _check(args: argparse.Namespace) -> int:
     from plangate.cli.database import existing_database
     from plangate.store.health import check_database, repair_database
     from plangate.store.schema import SCHEMA_VERSION
-    from plangate.store.store import Store, refuse_foreign
+    from plangate.store.store import Store, refuse_foreign, table_names
 
     url = existing_database("db check", args.database_url)
     if isinstance(url, int):
@@ -80,7 +80,7 @@ async def _check(args: argparse.Namespace) -> int:
             # Not plangate's database: "tables missing, run --repair" would have plangate
             # create its tables among another application's.
             async with store.engine.connect() as conn:
-                await refuse_foreign(conn, store.name)
+                refuse_foreign(await table_names(conn), store.name)
         except DatabaseError as exc:
             print(f"plangate db check: {exc.line()}", file=sys.stderr)
             return 2

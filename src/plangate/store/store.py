@@ -430,11 +430,13 @@ class Store:
                     if not self.is_sqlite:
                         # Serialise concurrent first starts of several server processes.
                         await conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
-                    await refuse_foreign(conn, self.name)
+                    # Read once: the tables before this start created any.
+                    present = await table_names(conn)
+                    refuse_foreign(present, self.name)
                     await conn.run_sync(lambda c: schema_migrations.create(c, checkfirst=True))
                     done = set((await conn.execute(select(schema_migrations.c.version))).scalars())
                     _refuse_newer(done, self.name)
-                    await _require_tables(conn, done, self.name)
+                    _require_tables(present, done, self.name)
                     for version, name, apply in MIGRATIONS:
                         if version in done:
                             continue
@@ -464,11 +466,15 @@ def _refuse_newer(done: set[int], name: str) -> None:
         )
 
 
-async def refuse_foreign(conn: AsyncConnection, name: str) -> None:
+async def table_names(conn: AsyncConnection) -> set[str]:
+    return set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+
+
+def refuse_foreign(present: set[str], name: str) -> None:
     """Refuse a database that holds another application's tables and none of plangate's
     or ADK's, before anything is written into it: plangate would otherwise add its tables
-    beside the other application's, and a later repair would touch both."""
-    present = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+    beside the other application's, and a later repair would touch both. ``present`` is
+    the database's tables (``table_names``)."""
     if not present or schema_migrations.name in present or present & set(ADK_TABLES):
         return
     shown = sorted(present)
@@ -480,13 +486,12 @@ async def refuse_foreign(conn: AsyncConnection, name: str) -> None:
     )
 
 
-async def _require_tables(conn: AsyncConnection, done: set[int], name: str) -> None:
+def _require_tables(present: set[str], done: set[int], name: str) -> None:
     """Every table of an applied migration must still be there: a dropped table is
     reported at start, not on the first request that needs it."""
     expected = tables_of_version(done)
     if not expected:
         return
-    present = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
     missing = sorted(expected - present)
     if missing:
         raise DatabaseError(
